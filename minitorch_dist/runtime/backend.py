@@ -1,0 +1,105 @@
+"""The contract between a Group and the transport behind it (gloo, mpi, sim, later nccl).
+
+A Backend moves whole tensors between the ranks of one group. It knows nothing
+about counters, traces or deadlock reports: the Group adds those, once, for every
+backend. Ranks given to a Backend are ranks *of that group* (0..size-1).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+
+import torch
+
+REDUCE_OPS = ("sum", "prod", "max", "min")
+
+
+class DeadlineExpired(Exception):
+    """Internal: a Work did not finish within the time it was given. The Group turns
+    this into a DeadlockError with the report of every rank's state."""
+
+
+class Work(ABC):
+    """A posted operation. `wait` blocks until it is done."""
+
+    @abstractmethod
+    def wait(self, timeout: float | None) -> None:
+        """Block until done. Raise DeadlineExpired after `timeout` seconds (None: no limit).
+
+        After DeadlineExpired the backend may be unusable: the caller treats it as fatal.
+        """
+
+
+class DoneWork(Work):
+    """A Work that is already complete (size-1 groups, zero-size collectives)."""
+
+    def wait(self, timeout: float | None) -> None:
+        return None
+
+
+class Backend(ABC):
+    """Transport for one group of ranks. Tensors may live on any device the backend supports."""
+
+    name: str = "?"
+    rank: int          # this process's rank in the group
+    size: int          # number of ranks in the group
+    world_ranks: tuple[int, ...]  # world rank of each group rank
+
+    # -- point to point ---------------------------------------------------------
+    @abstractmethod
+    def isend(self, tensor: torch.Tensor, dst: int, tag: int, op: str) -> Work:
+        """Post a send of `tensor` (contiguous, any dtype/shape, maybe empty) to group rank `dst`.
+
+        `op` names the user-facing call ("send", "isend", "sendrecv") for error messages.
+        The caller must not modify `tensor` until the Work is waited.
+        """
+
+    @abstractmethod
+    def irecv(self, tensor: torch.Tensor, src: int, tag: int, op: str) -> Work:
+        """Post a receive into `tensor` from group rank `src`.
+
+        The Work's wait raises MessageMismatchError when the message's dtype or shape
+        differs from `tensor`'s, naming both ranks, both shapes and both ops.
+        """
+
+    # -- native collectives (the "provided" ones) --------------------------------
+    @abstractmethod
+    def all_reduce(self, tensor: torch.Tensor, op: str) -> Work:
+        """In place: every rank's `tensor` becomes the reduction over ranks. op in REDUCE_OPS."""
+
+    @abstractmethod
+    def all_gather(self, out: torch.Tensor, tensor: torch.Tensor) -> Work:
+        """out (p*m, ...) gets rank r's `tensor` (m, ...) at rows [r*m, (r+1)*m)."""
+
+    @abstractmethod
+    def reduce_scatter(self, out: torch.Tensor, tensor: torch.Tensor, op: str) -> Work:
+        """out (m, ...) on rank r gets the reduction over ranks of rows [r*m, (r+1)*m) of `tensor`."""
+
+    @abstractmethod
+    def broadcast(self, tensor: torch.Tensor, src: int) -> Work:
+        """In place: every rank's `tensor` becomes group rank `src`'s."""
+
+    @abstractmethod
+    def barrier(self) -> Work:
+        """Completes once every rank of the group has entered the barrier."""
+
+    # -- groups and time --------------------------------------------------------
+    @abstractmethod
+    def subgroup(self, ranks: tuple[int, ...], key: str) -> "Backend":
+        """A backend for the group ranks `ranks` (sorted, includes self.rank).
+
+        Called by the members only. `key` is the same string on every member and
+        unique per sub-group creation, for rendezvous.
+        """
+
+    def now(self) -> float | None:
+        """Simulated seconds since the start of the run, or None on real backends."""
+        return None
+
+    def compute(self, seconds: float) -> None:
+        """Charge `seconds` of local computation (advances the clock on sim; no-op elsewhere)."""
+        return None
+
+    def close(self) -> None:
+        """Release what the backend holds (sockets, communicators)."""
+        return None

@@ -1,0 +1,62 @@
+"""Errors the runtime raises. Each one says what happened, on which rank, and what to do."""
+
+from __future__ import annotations
+
+
+class DistError(RuntimeError):
+    """Base class of every error raised by the minitorch_dist runtime."""
+
+
+class DeadlockError(DistError, TimeoutError):
+    """A blocking operation passed its deadline, or (on sim) every live rank is blocked.
+
+    The message lists each rank's pending operation and the wait-for cycle, if any.
+    """
+
+
+class MessageMismatchError(DistError, ValueError):
+    """A receive buffer does not match the message that was sent (shape, dtype or size)."""
+
+
+class CollectivesDisabledError(DistError):
+    """A provided collective was called in a run where they are switched off."""
+
+
+class PeerFailedError(DistError):
+    """This rank was stopped because another rank failed first (not the root cause)."""
+
+
+class LaunchError(DistError):
+    """The job could not be started or supervised (bad arguments, environment, a worker that died)."""
+
+
+class RankError(DistError):
+    """A rank failed. Raised in the caller of `launch`.
+
+    Attributes:
+        rank: the rank (of the world) that failed first.
+        world_size: the size of the job.
+        exc_type: the name of the exception class raised on that rank.
+        remote_traceback: the traceback text from that rank.
+        cause: the exception re-created in the caller when it could be unpickled, else None.
+    """
+
+    def __init__(self, rank: int, world_size: int, exc_type: str, message: str,
+                 remote_traceback: str = "", cause: BaseException | None = None,
+                 others: str = ""):
+        self.rank = rank
+        self.world_size = world_size
+        self.exc_type = exc_type
+        self.message = message
+        self.remote_traceback = remote_traceback
+        self.cause = cause
+        text = f"rank {rank} of {world_size} failed with {exc_type}: {message}"
+        if remote_traceback:
+            text += f"\n\n--- traceback on rank {rank} ---\n{remote_traceback.rstrip()}"
+        if others:
+            text += f"\n\n--- other ranks ---\n{others.rstrip()}"
+        super().__init__(text)
+
+    def __reduce__(self):
+        return (RankError, (self.rank, self.world_size, self.exc_type, self.message,
+                            self.remote_traceback, None, ""))

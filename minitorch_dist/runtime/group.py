@@ -1,0 +1,363 @@
+"""Group: the one interface rank code sees, whatever the backend.
+
+    def main(group):                      # launch(main, world_size=4)
+        x = torch.full((4,), float(group.rank))
+        if group.rank == 0:
+            group.send(x, dst=1)
+        elif group.rank == 1:
+            group.recv(x, src=0)
+
+Point-to-point: send, recv, isend/irecv (handles with wait()), sendrecv, barrier.
+Provided collectives (all_reduce, all_gather, reduce_scatter, broadcast) call the
+backend's native implementation; a run can switch them off (HW1 builds its own).
+Sub-groups come from a list of ranks and are passed around explicitly.
+
+Every call is counted and traced (trace.py) and every blocking wait has the run's
+deadline: on expiry a DeadlockError lists each rank's pending op and the
+wait-for cycle (deadlock.py).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from dataclasses import dataclass
+
+import torch
+
+from .backend import REDUCE_OPS, Backend, DeadlineExpired, Work
+from .deadlock import format_report
+from .errors import CollectivesDisabledError, DeadlockError
+from .trace import Recorder
+from .tracker import OpTracker
+from .wire import MAX_TAG
+
+
+@dataclass
+class RankContext:
+    """What all groups of one rank share: identity, limits, counters, state for deadlock reports."""
+
+    world_rank: int
+    world_size: int
+    deadline: float | None = 60.0     # seconds a blocking op may wait; None: forever
+    collectives: bool = True          # the provided collectives are allowed
+    recorder: Recorder | None = None
+    tracker: OpTracker | None = None
+    t0: float = 0.0                   # perf_counter() at the start of the run
+
+    def __post_init__(self):
+        if self.recorder is None:
+            self.recorder = Recorder(self.world_rank)
+        if self.tracker is None:
+            self.tracker = OpTracker()
+
+
+class Handle:
+    """A posted isend or irecv. `wait()` blocks until it is done and returns the tensor."""
+
+    def __init__(self, group: "Group", work: Work, op: str, peer: int, tag: int,
+                 nbytes: int, start: float, result: torch.Tensor, staging: torch.Tensor | None):
+        self._group, self._work, self._op, self._peer, self._tag = group, work, op, peer, tag
+        self._nbytes, self._start, self._result, self._staging = nbytes, start, result, staging
+        self._done = False
+
+    @property
+    def done(self) -> bool:
+        """True once wait() has returned."""
+        return self._done
+
+    def wait(self) -> torch.Tensor:
+        """Block until the operation is done (or its deadline passes); return the tensor."""
+        if self._done:
+            return self._result
+        g = self._group
+        verb = "src" if self._op in ("recv", "irecv") else "dst"
+        g._wait(self._work, f"{self._op}({verb}={g.ranks[self._peer]}, tag={self._tag})",
+                (g.ranks[self._peer],))
+        if self._staging is not None:
+            self._result.copy_(self._staging)
+        self._done = True
+        g._ctx.recorder.event(self._op, g.ranks[self._peer], self._tag, self._nbytes,
+                              self._start, g._clock(), g.name)
+        return self._result
+
+
+def wait_all(handles) -> list[torch.Tensor]:
+    """Wait on every handle, in order; return their tensors."""
+    return [h.wait() for h in handles]
+
+
+def _nbytes(t: torch.Tensor) -> int:
+    return t.numel() * t.element_size()
+
+
+class Group:
+    """A set of ranks that talk to each other. Rank code receives one; pass it explicitly."""
+
+    def __init__(self, backend: Backend, ctx: RankContext, name: str = "world"):
+        self._backend = backend
+        self._ctx = ctx
+        self.name = name
+        self._collective_seq = 0
+        self._subgroup_counts: dict[tuple[int, ...], int] = defaultdict(int)
+
+    # -- identity ----------------------------------------------------------------------------
+    @property
+    def rank(self) -> int:
+        """This process's rank in the group, 0..size-1."""
+        return self._backend.rank
+
+    @property
+    def size(self) -> int:
+        """Number of ranks in the group."""
+        return self._backend.size
+
+    @property
+    def ranks(self) -> tuple[int, ...]:
+        """World rank of each group rank."""
+        return self._backend.world_ranks
+
+    @property
+    def world_rank(self) -> int:
+        return self._ctx.world_rank
+
+    @property
+    def backend(self) -> str:
+        """"gloo", "mpi" or "sim"."""
+        return self._backend.name
+
+    @property
+    def collectives_enabled(self) -> bool:
+        """Whether the provided collectives may be called in this run."""
+        return self._ctx.collectives
+
+    @property
+    def counters(self):
+        """This rank's Counters (shared by all its groups)."""
+        return self._ctx.recorder.counters
+
+    @property
+    def events(self):
+        """This rank's trace events so far."""
+        return self._ctx.recorder.events
+
+    def __repr__(self) -> str:
+        return f"Group({self.name}, rank={self.rank}, size={self.size}, backend={self.backend})"
+
+    # -- time --------------------------------------------------------------------------------
+    def _clock(self) -> float:
+        sim_time = self._backend.now()
+        return sim_time if sim_time is not None else time.perf_counter() - self._ctx.t0
+
+    def now(self) -> float:
+        """Seconds since the run started: simulated on sim, wall-clock elsewhere."""
+        return self._clock()
+
+    def compute(self, seconds: float) -> None:
+        """Charge `seconds` of local computation: advances the clock on sim, no-op elsewhere."""
+        if seconds < 0:
+            raise ValueError(f"compute: seconds must be >= 0, got {seconds}")
+        self._backend.compute(seconds)
+
+    # -- checks ------------------------------------------------------------------------------
+    def _where(self) -> str:
+        where = f"rank {self.rank}"
+        if self.name != "world":
+            where += f" (world rank {self.world_rank}) of {self.name}"
+        return where
+
+    def _check_peer(self, peer, op: str, what: str) -> int:
+        if isinstance(peer, bool) or not isinstance(peer, int) or not 0 <= peer < self.size:
+            raise ValueError(f"{op} on {self._where()}: {what}={peer!r} is not a rank of this group "
+                             f"(0..{self.size - 1})")
+        if peer == self.rank:
+            raise ValueError(f"{op} on {self._where()}: {what}={peer} is this rank itself; "
+                             f"a rank cannot message itself: copy the tensor instead")
+        return peer
+
+    def _check_tensor(self, tensor, op: str, name: str = "tensor") -> None:
+        if not isinstance(tensor, torch.Tensor):
+            raise TypeError(f"{op} on {self._where()}: {name} must be a torch.Tensor, "
+                            f"got {type(tensor).__name__}")
+
+    def _check_tag(self, tag, op: str) -> int:
+        if isinstance(tag, bool) or not isinstance(tag, int) or not 0 <= tag <= MAX_TAG:
+            raise ValueError(f"{op} on {self._where()}: tag={tag!r} must be an int in 0..{MAX_TAG}")
+        return tag
+
+    def _wait(self, work: Work, op_text: str, waits_for: tuple[int, ...], collective: str = "") -> None:
+        ctx = self._ctx
+        ctx.tracker.begin(op_text, waits_for, collective)
+        try:
+            work.wait(ctx.deadline)
+        except DeadlineExpired:
+            states = ctx.tracker.snapshot()
+            headline = (f"deadlock: {op_text} on rank {ctx.world_rank} did not complete within "
+                        f"its {ctx.deadline:g} s deadline.")
+            raise DeadlockError(format_report(headline, states, ctx.world_size)) from None
+        finally:
+            ctx.tracker.end()
+
+    # -- point to point ----------------------------------------------------------------------
+    def isend(self, tensor: torch.Tensor, dst: int, tag: int = 0, _op: str = "isend") -> Handle:
+        """Start sending `tensor` to rank `dst`; do not modify it until the handle is waited.
+
+        Any dtype, any shape (incl. zero-size). The receiver's buffer must match exactly.
+        """
+        self._check_tensor(tensor, _op)
+        self._check_peer(dst, _op, "dst")
+        self._check_tag(tag, _op)
+        start = self._clock()
+        payload = tensor.contiguous()
+        work = self._backend.isend(payload, dst, tag, _op)
+        self._ctx.recorder.count(_op, sent=1, bytes_sent=_nbytes(payload))
+        return Handle(self, work, _op, dst, tag, _nbytes(payload), start, tensor, None)
+
+    def irecv(self, tensor: torch.Tensor, src: int, tag: int = 0, _op: str = "irecv") -> Handle:
+        """Start receiving into `tensor` from rank `src`; `wait()` returns the filled tensor.
+
+        The message must have exactly `tensor`'s dtype and shape, else MessageMismatchError.
+        """
+        self._check_tensor(tensor, _op)
+        self._check_peer(src, _op, "src")
+        self._check_tag(tag, _op)
+        start = self._clock()
+        staging = None if tensor.is_contiguous() else torch.empty_like(tensor, memory_format=torch.contiguous_format)
+        work = self._backend.irecv(tensor if staging is None else staging, src, tag, _op)
+        self._ctx.recorder.count(_op, recv=1, bytes_recv=_nbytes(tensor))
+        return Handle(self, work, _op, src, tag, _nbytes(tensor), start, tensor, staging)
+
+    def send(self, tensor: torch.Tensor, dst: int, tag: int = 0) -> None:
+        """Send `tensor` to rank `dst`; returns once the tensor may be reused."""
+        self.isend(tensor, dst, tag, _op="send").wait()
+
+    def recv(self, tensor: torch.Tensor, src: int, tag: int = 0) -> torch.Tensor:
+        """Receive from rank `src` into `tensor` (in place) and return it."""
+        return self.irecv(tensor, src, tag, _op="recv").wait()
+
+    def sendrecv(self, send_tensor: torch.Tensor, dst: int, recv_tensor: torch.Tensor, src: int,
+                 tag: int = 0) -> torch.Tensor:
+        """Send `send_tensor` to `dst` while receiving `recv_tensor` from `src`; return it.
+
+        Both directions are in flight at once, so a ring step (send right, receive left)
+        cannot deadlock. Cost: alpha + n*s*beta (full-duplex links).
+        """
+        for t, name in ((send_tensor, "send_tensor"), (recv_tensor, "recv_tensor")):
+            self._check_tensor(t, "sendrecv", name)
+        self._check_peer(dst, "sendrecv", "dst")
+        self._check_peer(src, "sendrecv", "src")
+        self._check_tag(tag, "sendrecv")
+        start = self._clock()
+        staging = None if recv_tensor.is_contiguous() else torch.empty_like(recv_tensor, memory_format=torch.contiguous_format)
+        payload = send_tensor.contiguous()
+        rwork = self._backend.irecv(recv_tensor if staging is None else staging, src, tag, "sendrecv")
+        swork = self._backend.isend(payload, dst, tag, "sendrecv")
+        self._ctx.recorder.count("sendrecv", sent=1, recv=1, bytes_sent=_nbytes(payload),
+                                 bytes_recv=_nbytes(recv_tensor))
+        text = f"sendrecv(dst={self.ranks[dst]}, src={self.ranks[src]}, tag={tag})"
+        self._wait(rwork, text, (self.ranks[src],))
+        self._wait(swork, text, (self.ranks[dst],))
+        if staging is not None:
+            recv_tensor.copy_(staging)
+        end = self._clock()
+        rec = self._ctx.recorder
+        rec.event("sendrecv", self.ranks[dst], tag, _nbytes(payload) + _nbytes(recv_tensor), start, end, self.name)
+        return recv_tensor
+
+    # -- collectives -------------------------------------------------------------------------
+    def _collective(self, op: str, work_fn, nbytes: int, provided: bool = True) -> None:
+        if provided and not self._ctx.collectives:
+            raise CollectivesDisabledError(
+                f"{op} on {self._where()}: the provided collectives are switched off in this run. "
+                f"This homework asks you to build collectives from point-to-point messages "
+                f"(send, recv, isend, irecv, sendrecv); barrier() is still allowed.")
+        start = self._clock()
+        self._collective_seq += 1
+        work = work_fn()
+        self._ctx.recorder.count(op, bytes_sent=nbytes)
+        self._wait(work, f"{op}(group={self.name}, call #{self._collective_seq})", self.ranks,
+                   collective=f"{self.name}#{self._collective_seq}")
+        self._ctx.recorder.event(op, None, None, nbytes, start, self._clock(), self.name)
+
+    def barrier(self) -> None:
+        """Return once every rank of the group has called barrier()."""
+        self._collective("barrier", self._backend.barrier, 0, provided=False)
+
+    def all_reduce(self, tensor: torch.Tensor, op: str = "sum") -> torch.Tensor:
+        """In place: `tensor` becomes the reduction over the group (sum, prod, max, min, avg).
+
+        Provided collective (backend native). Same shape and dtype on every rank.
+        """
+        self._check_tensor(tensor, "all_reduce")
+        if op not in REDUCE_OPS + ("avg",):
+            raise ValueError(f"all_reduce on {self._where()}: op={op!r}; use one of {REDUCE_OPS + ('avg',)}")
+        if op == "avg" and not (tensor.is_floating_point() or tensor.is_complex()):
+            raise TypeError(f"all_reduce on {self._where()}: op='avg' needs a floating dtype, got {tensor.dtype}")
+        buf = tensor if tensor.is_contiguous() else tensor.contiguous()
+        self._collective("all_reduce", lambda: self._backend.all_reduce(buf, "sum" if op == "avg" else op),
+                         _nbytes(buf))
+        if op == "avg":
+            buf.div_(self.size)
+        if buf is not tensor:
+            tensor.copy_(buf)
+        return tensor
+
+    def broadcast(self, tensor: torch.Tensor, src: int = 0) -> torch.Tensor:
+        """In place: `tensor` on every rank becomes rank `src`'s. Provided collective."""
+        self._check_tensor(tensor, "broadcast")
+        if isinstance(src, bool) or not isinstance(src, int) or not 0 <= src < self.size:
+            raise ValueError(f"broadcast on {self._where()}: src={src!r} is not a rank of this group")
+        buf = tensor if tensor.is_contiguous() else tensor.contiguous()
+        self._collective("broadcast", lambda: self._backend.broadcast(buf, src), _nbytes(buf))
+        if buf is not tensor:
+            tensor.copy_(buf)
+        return tensor
+
+    def all_gather(self, tensor: torch.Tensor) -> torch.Tensor:
+        """Concatenate every rank's `tensor` along dim 0, in rank order. Provided collective.
+
+        Shapes: tensor (m, ...) on every rank -> (p*m, ...); a 0-dim tensor -> (p,).
+        """
+        self._check_tensor(tensor, "all_gather")
+        flat = tensor.reshape(1) if tensor.dim() == 0 else tensor.contiguous()
+        out = flat.new_empty((self.size * flat.shape[0], *flat.shape[1:]))
+        self._collective("all_gather", lambda: self._backend.all_gather(out, flat), _nbytes(flat))
+        return out
+
+    def reduce_scatter(self, tensor: torch.Tensor, op: str = "sum") -> torch.Tensor:
+        """Reduce over ranks, then rank r keeps rows [r*m, (r+1)*m). Provided collective.
+
+        Shapes: tensor (p*m, ...) on every rank -> (m, ...).
+        """
+        self._check_tensor(tensor, "reduce_scatter")
+        if op not in REDUCE_OPS:
+            raise ValueError(f"reduce_scatter on {self._where()}: op={op!r}; use one of {REDUCE_OPS}")
+        if tensor.dim() == 0 or tensor.shape[0] % self.size:
+            raise ValueError(f"reduce_scatter on {self._where()}: the input's first dimension "
+                             f"({tuple(tensor.shape)}) must be a multiple of the group size {self.size}; "
+                             f"pad it")
+        buf = tensor.contiguous()
+        out = buf.new_empty((buf.shape[0] // self.size, *buf.shape[1:]))
+        self._collective("reduce_scatter", lambda: self._backend.reduce_scatter(out, buf, op), _nbytes(buf))
+        return out
+
+    # -- sub-groups --------------------------------------------------------------------------
+    def subgroup(self, ranks) -> "Group":
+        """A group of some ranks of this one (ranks of *this* group), e.g. a TP group of a mesh.
+
+        Called by every member, with the same list; not by the other ranks. Ranks in the
+        new group are numbered by their order in the sorted list.
+        """
+        members = sorted({int(r) for r in ranks})
+        if not members or members[0] < 0 or members[-1] >= self.size:
+            raise ValueError(f"subgroup on {self._where()}: ranks {list(ranks)} must be ranks of this "
+                             f"group (0..{self.size - 1})")
+        if self.rank not in members:
+            raise ValueError(f"subgroup on {self._where()}: this rank is not in {members}; only the "
+                             f"members call subgroup(ranks)")
+        count = self._subgroup_counts[tuple(members)]
+        self._subgroup_counts[tuple(members)] += 1
+        world = [self.ranks[r] for r in members]
+        name = f"group{world}" + (f"#{count}" if count else "")
+        backend = self._backend.subgroup(tuple(members), f"{self.name}/{name}")
+        return Group(backend, self._ctx, name=name)

@@ -1,0 +1,115 @@
+"""Per-rank counters and the event trace.
+
+Every Group call is recorded once, here: counters (messages and bytes sent and
+received, per op kind) always; events (op, peer, tag, bytes, start, end) unless
+tracing is off. Peers are world ranks. Times are seconds since the start of the
+run: wall-clock on real backends, the virtual clock on sim.
+
+Counting rules (what the tests and cost formulas assume):
+- send/isend: 1 message sent of numel*element_size bytes; recv/irecv: 1 received.
+- sendrecv: 1 sent and 1 received.
+- provided collectives: `calls` counts them; bytes count the local input tensor
+  once (the backend's internal messages are not visible).
+The framing header of the process backends is not counted.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class OpCount:
+    """Totals for one op kind on one rank."""
+
+    calls: int = 0
+    messages_sent: int = 0
+    bytes_sent: int = 0
+    messages_recv: int = 0
+    bytes_recv: int = 0
+
+
+@dataclass
+class Counters:
+    """Per-rank counters, by op kind ("send", "recv", "isend", "irecv", "sendrecv",
+    "all_reduce", "all_gather", "reduce_scatter", "broadcast", "barrier")."""
+
+    by_op: dict[str, OpCount] = field(default_factory=dict)
+
+    def op(self, name: str) -> OpCount:
+        """The counts of one op kind (zeros if it never ran)."""
+        return self.by_op.get(name, OpCount())
+
+    def _total(self, attr: str) -> int:
+        return sum(getattr(c, attr) for c in self.by_op.values())
+
+    @property
+    def messages_sent(self) -> int:
+        return self._total("messages_sent")
+
+    @property
+    def bytes_sent(self) -> int:
+        return self._total("bytes_sent")
+
+    @property
+    def messages_recv(self) -> int:
+        return self._total("messages_recv")
+
+    @property
+    def bytes_recv(self) -> int:
+        return self._total("bytes_recv")
+
+    def collective_calls(self) -> int:
+        """How many provided collectives (not barrier) this rank called."""
+        return sum(self.op(n).calls for n in ("all_reduce", "all_gather", "reduce_scatter", "broadcast"))
+
+    def __repr__(self) -> str:
+        return (f"Counters(sent={self.messages_sent} msgs/{self.bytes_sent} B, "
+                f"recv={self.messages_recv} msgs/{self.bytes_recv} B, "
+                f"ops={ {k: v.calls for k, v in self.by_op.items()} })")
+
+
+@dataclass(frozen=True)
+class Event:
+    """One completed operation on one rank. `peer` is a world rank (None for collectives)."""
+
+    rank: int
+    op: str
+    peer: int | None
+    tag: int | None
+    nbytes: int
+    start: float
+    end: float
+    group: str = "world"
+
+
+class Recorder:
+    """Collects the counters and events of one rank (shared by all its groups)."""
+
+    def __init__(self, rank: int, trace: bool = True, max_events: int = 1_000_000):
+        self.rank = rank
+        self.trace = trace
+        self.max_events = max_events
+        self.counters = Counters()
+        self.events: list[Event] = []
+        self.dropped_events = 0
+
+    def count(self, op: str, sent: int = 0, recv: int = 0, bytes_sent: int = 0,
+              bytes_recv: int = 0) -> None:
+        c = self.counters.by_op.get(op)
+        if c is None:
+            c = self.counters.by_op[op] = OpCount()
+        c.calls += 1
+        c.messages_sent += sent
+        c.bytes_sent += bytes_sent
+        c.messages_recv += recv
+        c.bytes_recv += bytes_recv
+
+    def event(self, op: str, peer: int | None, tag: int | None, nbytes: int,
+              start: float, end: float, group: str) -> None:
+        if not self.trace:
+            return
+        if len(self.events) >= self.max_events:
+            self.dropped_events += 1
+            return
+        self.events.append(Event(self.rank, op, peer, tag, nbytes, start, end, group))
