@@ -1,0 +1,18 @@
+"""minitorch_dist: build the machinery of distributed deep learning from send/recv up.
+
+    from minitorch_dist import launch
+
+    def main(group):
+        ...  # group.rank, group.size, group.send/recv, ...
+
+    results = launch(main, world_size=4)   # or backend="sim" / "mpi"
+"""
+
+from .runtime import (CollectivesDisabledError, DeadlockError, DistError, Group, Handle, LaunchError,
+                      MessageMismatchError, PeerFailedError, RankError, RunResult, launch, shutdown,
+                      wait_all)
+from .runtime import cost_model
+
+__all__ = ["launch", "shutdown", "Group", "Handle", "wait_all", "RunResult", "cost_model",
+           "DistError", "DeadlockError", "MessageMismatchError", "CollectivesDisabledError",
+           "PeerFailedError", "LaunchError", "RankError"]

@@ -44,6 +44,7 @@ class RankContext:
     recorder: Recorder | None = None
     tracker: OpTracker | None = None
     t0: float = 0.0                   # perf_counter() at the start of the run
+    run_id: str = "run"               # unique per run: keeps rendezvous keys of sub-groups apart
 
     def __post_init__(self):
         if self.recorder is None:
@@ -274,7 +275,7 @@ class Group:
         start = self._clock()
         self._collective_seq += 1
         work = work_fn()
-        self._ctx.recorder.count(op, bytes_sent=nbytes)
+        self._ctx.recorder.count(op, tensor_bytes=nbytes)
         self._wait(work, f"{op}(group={self.name}, call #{self._collective_seq})", self.ranks,
                    collective=f"{self.name}#{self._collective_seq}")
         self._ctx.recorder.event(op, None, None, nbytes, start, self._clock(), self.name)
@@ -359,5 +360,5 @@ class Group:
         self._subgroup_counts[tuple(members)] += 1
         world = [self.ranks[r] for r in members]
         name = f"group{world}" + (f"#{count}" if count else "")
-        backend = self._backend.subgroup(tuple(members), f"{self.name}/{name}")
+        backend = self._backend.subgroup(tuple(members), f"{self._ctx.run_id}/{self.name}/{name}")
         return Group(backend, self._ctx, name=name)

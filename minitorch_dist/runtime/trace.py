@@ -8,8 +8,9 @@ run: wall-clock on real backends, the virtual clock on sim.
 Counting rules (what the tests and cost formulas assume):
 - send/isend: 1 message sent of numel*element_size bytes; recv/irecv: 1 received.
 - sendrecv: 1 sent and 1 received.
-- provided collectives: `calls` counts them; bytes count the local input tensor
-  once (the backend's internal messages are not visible).
+- provided collectives and barrier: `calls` counts them and `tensor_bytes` adds
+  the local input tensor's size; their internal messages are not visible, so
+  they add nothing to messages/bytes sent or received.
 The framing header of the process backends is not counted.
 """
 
@@ -27,6 +28,7 @@ class OpCount:
     bytes_sent: int = 0
     messages_recv: int = 0
     bytes_recv: int = 0
+    tensor_bytes: int = 0    # collectives: bytes of the local input tensor, summed over calls
 
 
 @dataclass
@@ -95,7 +97,7 @@ class Recorder:
         self.dropped_events = 0
 
     def count(self, op: str, sent: int = 0, recv: int = 0, bytes_sent: int = 0,
-              bytes_recv: int = 0) -> None:
+              bytes_recv: int = 0, tensor_bytes: int = 0) -> None:
         c = self.counters.by_op.get(op)
         if c is None:
             c = self.counters.by_op[op] = OpCount()
@@ -104,6 +106,7 @@ class Recorder:
         c.bytes_sent += bytes_sent
         c.messages_recv += recv
         c.bytes_recv += bytes_recv
+        c.tensor_bytes += tensor_bytes
 
     def event(self, op: str, peer: int | None, tag: int | None, nbytes: int,
               start: float, end: float, group: str) -> None:

@@ -35,6 +35,28 @@ class OpTracker:
         pass
 
 
+def _key(prefix: str, rank: int) -> str:
+    return f"{prefix}/state/{rank}"
+
+
+def read_board(store, world_size: int, prefix: str) -> dict[int, RankState]:
+    """Every published rank state under `prefix`; blocked ones with `since` = seconds blocked."""
+    states: dict[int, RankState] = {}
+    now = time.time()
+    for rank in range(world_size):
+        key = _key(prefix, rank)
+        try:
+            if not store.check([key]):
+                continue
+            state = RankState.from_text(store.get(key).decode())
+        except Exception as exc:  # noqa: BLE001 - report what we can
+            state = RankState(UNKNOWN, detail=f"(store unreadable: {exc})")
+        if state.status == BLOCKED:
+            state = RankState(BLOCKED, state.op, state.waits_for, state.collective, since=now - state.since)
+        states[rank] = state
+    return states
+
+
 class BoardTracker(OpTracker):
     """Publishes this rank's state under `{prefix}/state/{rank}` in `store` (a c10d Store)."""
 
@@ -52,7 +74,7 @@ class BoardTracker(OpTracker):
         self._thread.start()
 
     def _key(self, rank: int) -> str:
-        return f"{self._prefix}/state/{rank}"
+        return _key(self._prefix, rank)
 
     def begin(self, op: str, waits_for: tuple[int, ...], collective: str = "") -> None:
         self._pending = (op, waits_for, collective, time.time())
@@ -91,28 +113,16 @@ class BoardTracker(OpTracker):
 
     def snapshot(self) -> dict[int, RankState]:
         """Every rank's state; blocked ones with `since` = seconds blocked so far."""
-        states: dict[int, RankState] = {}
-        now = time.time()
         with self._lock:
-            for rank in range(self._world_size):
-                key = self._key(rank)
-                try:
-                    if not self._store.check([key]):
-                        continue
-                    state = RankState.from_text(self._store.get(key).decode())
-                except Exception as exc:  # noqa: BLE001 - report what we can
-                    state = RankState(UNKNOWN, detail=f"(store unreadable: {exc})")
-                if state.status == BLOCKED:
-                    state = RankState(BLOCKED, state.op, state.waits_for, state.collective,
-                                      since=now - state.since)
-                states[rank] = state
-        if self._pending is not None:            # our own state, fresh from memory
-            op, waits_for, collective, start = self._pending
-            states[self._rank] = RankState(BLOCKED, op, waits_for, collective, since=now - start)
+            states = read_board(self._store, self._world_size, self._prefix)
+        pending = self._pending
+        if pending is not None:                  # our own state, fresh from memory
+            op, waits_for, collective, start = pending
+            states[self._rank] = RankState(BLOCKED, op, waits_for, collective, since=time.time() - start)
         return states
 
     def close(self) -> None:
         self._stop.set()
 
 
-__all__ = ["OpTracker", "BoardTracker", "RUNNING", "FINISHED", "FAILED"]
+__all__ = ["OpTracker", "BoardTracker", "read_board", "RUNNING", "FINISHED", "FAILED"]

@@ -1,0 +1,92 @@
+"""Where does this process run? Rank code started by an outside launcher finds its rank here.
+
+Recognised, in this order:
+- `python -m minitorch_dist.run` and `torchrun`: RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT;
+- `mpirun`/`mpiexec` (MPICH, Open MPI, Intel MPI, PMIx): PMI_RANK/PMI_SIZE, OMPI_COMM_WORLD_*, PMIX_RANK;
+- SLURM `srun`: SLURM_PROCID, SLURM_STEP_NUM_TASKS (a batch script itself is not a rank).
+A process started by none of them is the caller of a local job: launch() starts the ranks.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from dataclasses import dataclass
+
+HOSTED_STORE_VARS = ("MINITORCH_DIST_STORE_HOSTED", "TORCHELASTIC_USE_AGENT_STORE")
+
+
+@dataclass(frozen=True)
+class ExternalJob:
+    """This process is one rank of a job started outside launch()."""
+
+    launcher: str            # "minitorch_dist.run", "torchrun", "mpirun", "srun"
+    rank: int
+    world_size: int
+    master_addr: str = "127.0.0.1"
+    master_port: int = 0     # 0 for mpirun: the ranks agree on a port themselves
+
+    @property
+    def store_hosted(self) -> bool:
+        """True when the launcher already hosts the TCPStore (rank 0 must not)."""
+        return any(os.environ.get(v, "").lower() in ("1", "true") for v in HOSTED_STORE_VARS)
+
+
+def _int(name: str) -> int | None:
+    value = os.environ.get(name)
+    try:
+        return int(value) if value is not None else None
+    except ValueError:
+        return None
+
+
+def mpi_rank_and_size() -> tuple[int, int] | None:
+    """(rank, size) from the variables an MPI launcher sets, without importing mpi4py."""
+    for rank_var, size_var in (("PMI_RANK", "PMI_SIZE"), ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"),
+                               ("PMIX_RANK", "PMIX_SIZE"), ("MPI_LOCALRANKID", "MPI_LOCALNRANKS")):
+        rank, size = _int(rank_var), _int(size_var)
+        if rank is not None and size is not None:
+            return rank, size
+    if _int("PMIX_RANK") is not None:   # Open MPI 5 sets PMIX_RANK and OMPI_COMM_WORLD_SIZE
+        return _int("PMIX_RANK"), _int("OMPI_COMM_WORLD_SIZE") or 1
+    return None
+
+
+def slurm_master() -> tuple[str, int]:
+    """MASTER_ADDR/MASTER_PORT for srun: from the environment, else derived from the job."""
+    addr = os.environ.get("MASTER_ADDR")
+    if addr is None:
+        if (_int("SLURM_NNODES") or _int("SLURM_JOB_NUM_NODES") or 1) > 1:
+            raise RuntimeError(
+                "srun across several nodes: set MASTER_ADDR to the first node's hostname, e.g. "
+                "export MASTER_ADDR=$(scontrol show hostnames $SLURM_JOB_NODELIST | head -n1)")
+        addr = "127.0.0.1"
+    port = _int("MASTER_PORT")
+    if port is None:   # one port per job step, so two jobs on a node do not collide
+        job, step = _int("SLURM_JOB_ID") or 0, _int("SLURM_STEP_ID") or 0
+        port = 20000 + (job * 31 + step) % 20000
+    return addr, port
+
+
+def detect_external() -> ExternalJob | None:
+    """The outside job this process belongs to, or None (then launch() starts local ranks)."""
+    rank, size = _int("RANK"), _int("WORLD_SIZE")
+    if rank is not None and size is not None and "MASTER_ADDR" in os.environ:
+        launcher = "minitorch_dist.run" if "MINITORCH_DIST_RUN" in os.environ else "torchrun"
+        return ExternalJob(launcher, rank, size, os.environ["MASTER_ADDR"], _int("MASTER_PORT") or 29500)
+    mpi = mpi_rank_and_size()
+    if mpi is not None:
+        return ExternalJob("mpirun", mpi[0], mpi[1])
+    if "SLURM_STEP_ID" in os.environ and _int("SLURM_PROCID") is not None:
+        size = _int("SLURM_STEP_NUM_TASKS") or _int("SLURM_NTASKS") or 1
+        if size > 1:
+            addr, port = slurm_master()
+            return ExternalJob("srun", _int("SLURM_PROCID"), size, addr, port)
+    return None
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port that was free a moment ago (prefer binding port 0 where you can)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]

@@ -1,0 +1,150 @@
+"""The gloo backend: torch.distributed's gloo process groups on CPU processes.
+
+Each Group owns a ProcessGroupGloo built directly from the job's store (no global
+torch.distributed state, so several jobs and sub-groups live side by side).
+Point-to-point messages are framed by wire.Framer (header + payload). Waits take
+the run's deadline: gloo's own per-op timeout. Its expiry closes the connection,
+which is fine: a deadline expiry ends the run with a deadlock report.
+"""
+
+from __future__ import annotations
+
+import datetime
+
+import torch
+import torch.distributed as dist
+
+from .backend import Backend, DeadlineExpired, Work
+from .errors import PeerFailedError
+from .wire import TAG_BITS, Framer
+
+_OPS = {"sum": dist.ReduceOp.SUM, "prod": dist.ReduceOp.PRODUCT,
+        "max": dist.ReduceOp.MAX, "min": dist.ReduceOp.MIN}
+# dtypes gloo cannot reduce or move: reduce them in a wider type, move them as bytes.
+_WIDER = {torch.int16: torch.int32, torch.uint16: torch.int32, torch.uint32: torch.int64,
+          torch.uint64: torch.int64}
+for _name in ("float8_e4m3fn", "float8_e5m2"):
+    if hasattr(torch, _name):
+        _WIDER[getattr(torch, _name)] = torch.float32
+_NO_TIMEOUT = datetime.timedelta(days=7)
+
+
+class _GlooWork(Work):
+    """Wraps a c10d Work; turns gloo's timeout into DeadlineExpired and a lost peer into PeerFailedError."""
+
+    def __init__(self, work, rank: int, after=None):
+        self._work, self._rank, self._after = work, rank, after
+
+    def wait(self, timeout: float | None) -> None:
+        try:
+            if timeout is None:
+                self._work.wait()
+            else:
+                self._work.wait(datetime.timedelta(seconds=max(timeout, 0.001)))
+        except RuntimeError as exc:
+            text = str(exc)
+            if "Timed out" in text or "timed out" in text or "Timeout" in text:
+                raise DeadlineExpired(text) from None
+            raise PeerFailedError(
+                f"rank {self._rank}: the gloo connection to a peer broke ({text.splitlines()[0][:200]}). "
+                f"Another rank probably crashed or was killed; its own error is the one to read.") from None
+        if self._after is not None:
+            self._after()
+            self._after = None
+
+
+class GlooBackend(Backend):
+    """Backend over a ProcessGroupGloo. `store` is a c10d Store shared by the job."""
+
+    name = "gloo"
+
+    def __init__(self, store, rank: int, size: int, world_ranks: tuple[int, ...], key: str,
+                 pg_timeout: float | None = None):
+        self.rank, self.size, self.world_ranks = rank, size, tuple(world_ranks)
+        self._store, self._key = store, key
+        timeout = _NO_TIMEOUT if pg_timeout is None else datetime.timedelta(seconds=pg_timeout)
+        self._pg_timeout = pg_timeout
+        self._pg = dist.ProcessGroupGloo(dist.PrefixStore(f"pg/{key}", store), rank, size, timeout)
+        self._framer = Framer(self._raw_isend, self._raw_irecv, seq_bits=31 - TAG_BITS,
+                              name_rank=self._name_rank, rank=rank)
+
+    def _name_rank(self, r: int) -> str:
+        w = self.world_ranks[r]
+        return f"rank {r}" if w == r else f"rank {r} (world rank {w})"
+
+    # -- point to point ------------------------------------------------------------------
+    def _raw_isend(self, buf: torch.Tensor, dst: int, wire_tag: int) -> Work:
+        if buf.device.type != "cpu":
+            buf = buf.cpu()
+        return _GlooWork(self._pg.send([buf], dst, wire_tag), self.rank)
+
+    def _raw_irecv(self, buf: torch.Tensor, src: int, wire_tag: int) -> Work:
+        if buf.device.type == "cpu":
+            return _GlooWork(self._pg.recv([buf], src, wire_tag), self.rank)
+        host = torch.empty_like(buf, device="cpu")
+        return _GlooWork(self._pg.recv([host], src, wire_tag), self.rank, after=lambda: buf.copy_(host))
+
+    def isend(self, tensor, dst, tag, op):
+        return self._framer.isend(tensor, dst, tag, op)
+
+    def irecv(self, tensor, src, tag, op):
+        return self._framer.irecv(tensor, src, tag, op)
+
+    # -- collectives ---------------------------------------------------------------------
+    def _reduce(self, tensor: torch.Tensor, post) -> Work:
+        """Run `post(buffer)` on a gloo-friendly copy when gloo cannot handle tensor's dtype."""
+        wider = _WIDER.get(tensor.dtype)
+        if wider is None and tensor.device.type == "cpu":
+            return _GlooWork(post(tensor), self.rank)
+        buf = tensor.to(device="cpu", dtype=wider or tensor.dtype)
+        return _GlooWork(post(buf), self.rank, after=lambda: tensor.copy_(buf))
+
+    def all_reduce(self, tensor, op):
+        if tensor.numel() == 0:
+            return self.barrier()
+        opts = dist.AllreduceOptions()
+        opts.reduceOp = _OPS[op]
+        return self._reduce(tensor, lambda buf: self._pg.allreduce([buf], opts))
+
+    def reduce_scatter(self, out, tensor, op):
+        if tensor.numel() == 0:
+            return self.barrier()
+        opts = dist.ReduceScatterOptions()
+        opts.reduceOp = _OPS[op]
+        wider = _WIDER.get(tensor.dtype)
+        if wider is None and tensor.device.type == "cpu":
+            return _GlooWork(self._pg.reduce_scatter([out], [list(tensor.chunk(self.size))], opts), self.rank)
+        src = tensor.to(device="cpu", dtype=wider or tensor.dtype)
+        dst = torch.empty(out.shape, dtype=src.dtype)
+        work = self._pg.reduce_scatter([dst], [list(src.chunk(self.size))], opts)
+        return _GlooWork(work, self.rank, after=lambda: out.copy_(dst))
+
+    def all_gather(self, out, tensor):
+        if tensor.numel() == 0:
+            return self.barrier()
+        # Gathering moves bytes only: a uint8 view works for every dtype.
+        host_in = tensor.cpu().reshape(-1).view(torch.uint8)
+        host_out = torch.empty(out.numel() * out.element_size(), dtype=torch.uint8)
+        work = self._pg.allgather([list(host_out.chunk(self.size))], [host_in])
+        return _GlooWork(work, self.rank, after=lambda: out.copy_(host_out.view(out.dtype).view(out.shape)))
+
+    def broadcast(self, tensor, src):
+        if tensor.numel() == 0:
+            return self.barrier()
+        opts = dist.BroadcastOptions()
+        opts.rootRank = src
+        host = tensor.reshape(-1).view(torch.uint8) if tensor.device.type == "cpu" \
+            else tensor.cpu().reshape(-1).view(torch.uint8)
+        after = None if tensor.device.type == "cpu" else (lambda: tensor.copy_(host.view(tensor.dtype).view(tensor.shape)))
+        return _GlooWork(self._pg.broadcast([host], opts), self.rank, after=after)
+
+    def barrier(self):
+        return _GlooWork(self._pg.barrier(), self.rank)
+
+    # -- groups --------------------------------------------------------------------------
+    def subgroup(self, ranks, key):
+        return GlooBackend(self._store, ranks.index(self.rank), len(ranks),
+                           tuple(self.world_ranks[r] for r in ranks), key, self._pg_timeout)
+
+    def close(self):
+        self._pg = None

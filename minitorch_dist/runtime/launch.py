@@ -1,0 +1,191 @@
+"""launch(fn, world_size): run `fn(group, *args, **kwargs)` on every rank, get every return value.
+
+    results = launch(main, 4)                   # gloo ranks forked from this process
+    results = launch(main, 1024, backend="sim")  # threads with a virtual clock
+    results = launch(main, 4, backend="mpi")     # ranks started by mpiexec
+
+Under an outside launcher (mpirun, torchrun, srun, python -m minitorch_dist.run)
+the same call runs `fn` on this process's rank only and returns every rank's value
+(gathered), so one script works everywhere. Local gloo/mpi ranks stay up between
+calls with the same world size and backend, so the next call starts in milliseconds.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import pickle
+import time
+import uuid
+
+from multiprocessing.connection import wait
+
+import cloudpickle
+
+from .deadlock import format_report
+from .errors import LaunchError, RankError
+from .pool import Pool
+from .results import RunResult
+from .tracker import read_board
+from .worker import Task
+
+DEFAULT_DEADLINE = 60.0
+BACKENDS = ("gloo", "mpi", "sim")
+_pool: Pool | None = None
+_GRACE = 1.0   # after a first failure, how long to wait for the other ranks' own reports
+
+
+def default_deadline() -> float | None:
+    """MINITORCH_DIST_DEADLINE (seconds; 'none' for no limit), else 60 s."""
+    value = os.environ.get("MINITORCH_DIST_DEADLINE")
+    if value is None:
+        return DEFAULT_DEADLINE
+    return None if value.lower() in ("none", "inf", "0") else float(value)
+
+
+def shutdown() -> None:
+    """Stop the warm pool of rank processes, if any (also runs at interpreter exit)."""
+    global _pool
+    if _pool is not None:
+        pool, _pool = _pool, None
+        pool.stop()
+
+
+atexit.register(shutdown)
+
+
+def _get_pool(world_size: int, backend: str, start_method: str | None, fresh: bool) -> Pool:
+    global _pool
+    if _pool is not None and (fresh or not _pool.alive() or _pool.world_size != world_size
+                              or _pool.backend != backend):
+        shutdown()
+    if _pool is None:
+        _pool = Pool(world_size, backend, start_method)
+    return _pool
+
+
+def _kill_pool() -> None:
+    global _pool
+    if _pool is not None:
+        pool, _pool = _pool, None
+        pool.kill()
+
+
+def _rank_error(failures: list[dict], world_size: int, notes: dict[int, str]) -> RankError:
+    """The root cause (first failure that is not a consequence of another) as a RankError."""
+    root = next((f for f in failures if not f["secondary"]), failures[0])
+    cause = None
+    if root.get("exc") is not None:
+        try:
+            cause = pickle.loads(root["exc"])
+        except Exception:  # noqa: BLE001
+            cause = None
+    others = [f"rank {f['rank']}: {f['exc_type']}: {f['message'].splitlines()[0] if f['message'] else ''}"
+              for f in failures if f is not root]
+    others += [f"rank {r}: {text}" for r, text in sorted(notes.items()) if r != root["rank"]]
+    err = RankError(root["rank"], world_size, root["exc_type"], root["message"], root["traceback"],
+                    cause=cause, others="\n".join(others))
+    err.__cause__ = cause
+    return err
+
+
+def _collect(pool: Pool, task: Task, timeout: float | None) -> list[tuple]:
+    """Send `task` to every rank; return their replies, or raise RankError / LaunchError."""
+    n = pool.world_size
+    for conn in pool.conns:
+        conn.send(("task", task))
+    replies: dict[int, tuple] = {}
+    failures: list[dict] = []
+    started, first_failure = time.monotonic(), None
+    rank_of = {id(c): r for r, c in enumerate(pool.conns)}
+    while len(replies) < n:
+        now = time.monotonic()
+        if first_failure is not None and now - first_failure > _GRACE:
+            break
+        if timeout is not None and now - started > timeout:
+            states = format_report("what each rank was doing:",
+                                   read_board(pool.store, n, task.run_id), n)
+            raise LaunchError(f"the run passed its {timeout:g} s timeout; the ranks were stopped.\n{states}")
+        open_conns = [c for r, c in enumerate(pool.conns) if r not in replies]
+        for conn in wait(open_conns, timeout=0.1):
+            rank = rank_of[id(conn)]
+            msg = Pool._recv(conn)
+            if msg is None:
+                failures.append({"rank": rank, "exc_type": "RankExited", "exc": None, "secondary": False,
+                                 "message": f"the process of rank {rank} {pool.exit_description(rank)} "
+                                            f"while running the function", "traceback": ""})
+                replies[rank] = ("died",)
+            elif msg[0] == "out":
+                Pool.print_output(rank, msg)
+            elif msg[0] == "reply" and msg[1] == task.run_id:
+                replies[rank] = msg[2:]
+                if msg[2] == "error":
+                    failures.append(msg[3])
+            if failures and first_failure is None:
+                first_failure = time.monotonic()
+    if failures:
+        notes = {r: "stopped by the launcher after the failure above" for r in range(n) if r not in replies}
+        raise _rank_error(failures, n, notes)
+    return [replies[r] for r in range(n)]
+
+
+def launch(fn, world_size: int | None = None, *, args=(), kwargs=None, backend: str | None = None,
+           deadline: float | None | str = "default", collectives: bool = True, trace: bool = True,
+           network=None, timeout: float | None = None, fresh: bool = False,
+           start_method: str | None = None) -> RunResult:
+    """Run `fn(group, *args, **kwargs)` on `world_size` ranks and return every rank's value.
+
+    Args:
+        fn: the rank function; its first argument is the world Group. Functions defined in a
+            notebook or in __main__ work (they are shipped by value with cloudpickle).
+        world_size: number of ranks (under mpirun/torchrun/srun: must match, or None).
+        backend: "gloo" (default; CPU processes), "mpi" (mpiexec) or "sim" (threads, virtual
+            clock). MINITORCH_DIST_BACKEND sets the default.
+        deadline: seconds a blocking op may wait before a DeadlockError with the wait-for
+            report; None waits forever. Default 60 s, or MINITORCH_DIST_DEADLINE.
+        collectives: False switches the provided collectives off (they raise).
+        trace: record events (counters are always kept).
+        network: sim only: a SimNetwork (alpha, beta, ...).
+        timeout: wall-clock limit of the whole run (gloo/mpi), for code stuck outside comm ops.
+        fresh: start new rank processes even if a warm pool fits.
+        start_method: "fork" (Linux default) or "spawn" for local gloo ranks.
+
+    Returns:
+        RunResult: a list of return values indexed by rank, with .counters, .events,
+        .sim_time, .chrome_trace(), .plot_timeline(), .summary().
+
+    Raises:
+        RankError: a rank raised (or died); names the rank, carries its traceback, and every
+            other rank has been stopped.
+    """
+    kwargs = dict(kwargs or {})
+    if deadline == "default":
+        deadline = default_deadline()
+    from .env import detect_external
+    job = detect_external()
+    if job is not None:
+        from .external import run_external
+        return run_external(fn, world_size, job, args, kwargs, backend, deadline, collectives, trace)
+    if isinstance(world_size, bool) or not isinstance(world_size, int) or world_size < 1:
+        raise LaunchError(f"launch: world_size must be a positive int, got {world_size!r}")
+    backend = backend or os.environ.get("MINITORCH_DIST_BACKEND", "gloo")
+    if backend not in BACKENDS:
+        raise LaunchError(f"launch: backend={backend!r}; use one of {BACKENDS}")
+    if backend == "sim":
+        from .sim import run_sim
+        return run_sim(fn, world_size, args, kwargs, network=network, collectives=collectives, trace=trace)
+    if network is not None:
+        raise LaunchError("launch: network= is for backend='sim' only")
+    payload = cloudpickle.dumps((fn, tuple(args), kwargs))
+    started = time.perf_counter()
+    pool = _get_pool(world_size, backend, start_method, fresh)
+    task = Task(uuid.uuid4().hex[:12], payload, deadline, collectives, trace, time.perf_counter())
+    try:
+        replies = _collect(pool, task, timeout)
+    except BaseException:          # a failure, KeyboardInterrupt, a timeout: no rank survives it
+        _kill_pool()
+        raise
+    values = [r[1] for r in replies]
+    counters = [r[2] for r in replies]
+    events = [e for r in replies for e in r[3]]
+    return RunResult(values, counters, events, backend, time.perf_counter() - started)

@@ -1,0 +1,239 @@
+"""A pool of rank processes that stays up between launch() calls (warm dispatch).
+
+Start: the caller hosts the job's TCPStore (port 0: the OS picks a free port, so
+two jobs never collide) and a socket the ranks connect back to. gloo ranks are
+forked from the caller (torch is already imported: no 1-2 s re-import per rank;
+each rank sets torch.set_num_threads(1), which keeps fork safe even after the
+caller ran OpenMP ops); on macOS/Windows, or with MINITORCH_DIST_START=spawn, they
+are spawned. mpi ranks are started by mpiexec and connect back the same way.
+Every rank runs worker.serve(). A failure, an interrupt or a timeout kills the
+whole pool: no rank survives its caller.
+"""
+
+from __future__ import annotations
+
+import datetime
+import itertools
+import multiprocessing as mp
+import os
+import secrets
+import select
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from multiprocessing.connection import Connection, answer_challenge, deliver_challenge, wait
+
+import torch.distributed as dist
+
+from .errors import LaunchError
+from .tracker import BoardTracker
+
+_IDS = itertools.count()
+
+
+def make_world(rank: int, world_size: int, spec: dict):
+    """In a worker: (world backend, store, tracker factory) for the kind of job in `spec`."""
+    def client():
+        return dist.TCPStore(spec["store_host"], spec["store_port"], world_size, False,
+                             timeout=datetime.timedelta(seconds=60))
+    store, board = client(), client()
+    if spec["backend"] == "mpi":
+        from .mpi import MpiBackend
+        from mpi4py import MPI
+        backend = MpiBackend(MPI.COMM_WORLD)
+    else:
+        from .gloo import GlooBackend
+        backend = GlooBackend(store, rank, world_size, tuple(range(world_size)), f"{spec['pool_id']}/world")
+
+    def tracker(run_id: str) -> BoardTracker:
+        return BoardTracker(board, rank, world_size, prefix=run_id)
+    return backend, store, tracker
+
+
+def default_start_method() -> str:
+    method = os.environ.get("MINITORCH_DIST_START")
+    if method:
+        return method
+    return "fork" if sys.platform.startswith("linux") else "spawn"
+
+
+def _mpiexec() -> str:
+    here = os.path.join(os.path.dirname(sys.executable), "mpiexec")
+    found = here if os.path.exists(here) else shutil.which("mpiexec") or shutil.which("mpirun")
+    if not found:
+        raise LaunchError("backend='mpi' needs mpiexec: pip install mpi4py mpich (or a system MPI)")
+    return found
+
+
+class Pool:
+    """world_size rank processes of one backend, connected to this process."""
+
+    def __init__(self, world_size: int, backend: str, start_method: str | None = None,
+                 startup_timeout: float = 120.0):
+        self.world_size, self.backend = world_size, backend
+        self.id = f"pool{os.getpid()}-{next(_IDS)}-{secrets.token_hex(3)}"
+        self.store = dist.TCPStore("127.0.0.1", 0, world_size + 1, True, wait_for_workers=False,
+                                   timeout=datetime.timedelta(seconds=60))
+        self._server = socket.create_server(("127.0.0.1", 0))
+        self._authkey = secrets.token_bytes(32)
+        self.conns: list[Connection | None] = [None] * world_size
+        self.pids: list[int | None] = [None] * world_size
+        self._procs: list = []
+        self._mpiexec: subprocess.Popen | None = None
+        self._log = None
+        spec = {"backend": backend, "store_host": "127.0.0.1", "store_port": self.store.port,
+                "pool_id": self.id, "threads": 1}
+        address = self._server.getsockname()
+        try:
+            if backend == "mpi":
+                self._start_mpi(spec, address)
+            else:
+                ctx = mp.get_context(start_method or default_start_method())
+                from .worker import forked_main
+                for rank in range(world_size):
+                    p = ctx.Process(target=forked_main, args=(rank, world_size, address, self._authkey, spec),
+                                    name=f"minitorch_dist-rank{rank}", daemon=True)
+                    p.start()
+                    self._procs.append(p)
+            self._connect(time.monotonic() + startup_timeout)
+        except BaseException:
+            self.kill()
+            raise
+
+    def _start_mpi(self, spec: dict, address) -> None:
+        import json
+        import tempfile
+        self._log = tempfile.TemporaryFile()
+        env = dict(os.environ, MINITORCH_DIST_AUTHKEY=self._authkey.hex())
+        cmd = [_mpiexec(), "-n", str(self.world_size), sys.executable, "-m", "minitorch_dist.runtime.worker",
+               address[0], str(address[1]), json.dumps(spec)]
+        self._mpiexec = subprocess.Popen(cmd, env=env, stdout=self._log, stderr=subprocess.STDOUT,
+                                         stdin=subprocess.DEVNULL, start_new_session=True)
+
+    def _startup_failure(self) -> str | None:
+        for rank, p in enumerate(self._procs):
+            if p.exitcode is not None:
+                return f"rank {rank} exited with code {p.exitcode} while starting"
+        if self._mpiexec is not None and self._mpiexec.poll() is not None:
+            self._log.seek(0)
+            out = self._log.read().decode(errors="replace")[-3000:]
+            return f"mpiexec exited with code {self._mpiexec.returncode} while starting:\n{out}"
+        return None
+
+    def _connect(self, deadline: float) -> None:
+        waiting = self.world_size
+        while waiting:
+            problem = self._startup_failure()
+            if problem or time.monotonic() > deadline:
+                raise LaunchError(f"could not start {self.world_size} {self.backend} ranks: "
+                                  f"{problem or 'timed out waiting for them to connect'}")
+            if not select.select([self._server], [], [], 0.05)[0]:
+                continue
+            sock, _ = self._server.accept()
+            conn = Connection(sock.detach())
+            deliver_challenge(conn, self._authkey)
+            answer_challenge(conn, self._authkey)
+            _, rank, pid = conn.recv()
+            self.conns[rank], self.pids[rank] = conn, pid
+            waiting -= 1
+        ready = set()
+        while len(ready) < self.world_size:
+            problem = self._startup_failure()
+            if problem or time.monotonic() > deadline:
+                raise LaunchError(f"could not start {self.world_size} {self.backend} ranks: "
+                                  f"{problem or 'timed out building the process group'}")
+            for conn in wait(self.conns, timeout=0.05):
+                msg = self._recv(conn)
+                if msg is None:
+                    raise LaunchError(f"could not start {self.world_size} {self.backend} ranks: "
+                                      f"rank {self.conns.index(conn)} died while building the process group")
+                if msg[0] == "ready":
+                    ready.add(msg[1])
+                else:
+                    self.print_output(self.conns.index(conn), msg)
+
+    @staticmethod
+    def _recv(conn: Connection):
+        try:
+            return conn.recv()
+        except (EOFError, OSError):
+            return None
+
+    @staticmethod
+    def print_output(rank: int, msg) -> None:
+        """Print a rank's forwarded output line(s) as '[rank r] ...' in the caller."""
+        if msg[0] != "out":
+            return
+        stream = sys.stderr if msg[1] == "stderr" else sys.stdout
+        for line in msg[2].splitlines():
+            stream.write(f"[rank {rank}] {line}\n")
+        stream.flush()
+
+    def exit_description(self, rank: int) -> str:
+        """How a rank that closed its connection ended, as far as we can tell."""
+        if self._procs:
+            p = self._procs[rank]
+            p.join(1.0)
+            code = p.exitcode
+            if code is None:
+                return "closed its connection but is still running"
+            if code < 0:
+                return f"was killed by signal {signal.Signals(-code).name}"
+            return f"exited with code {code} (os._exit, a crash in C code, or sys.exit outside Python's reach)"
+        return "lost its connection to the launcher (the process exited or was killed)"
+
+    def alive(self) -> bool:
+        if any(c is None or c.closed for c in self.conns):
+            return False
+        if self._procs:
+            return all(p.exitcode is None for p in self._procs)
+        return self._mpiexec is not None and self._mpiexec.poll() is None
+
+    def stop(self) -> None:
+        """Ask the ranks to exit, then make sure they did."""
+        for conn in self.conns:
+            try:
+                conn.send(("stop",))
+            except Exception:  # noqa: BLE001
+                pass
+        end = time.monotonic() + 2.0
+        for p in self._procs:
+            p.join(max(0.0, end - time.monotonic()))
+        if self._mpiexec is not None:
+            try:
+                self._mpiexec.wait(max(0.1, end - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                pass
+        self.kill()
+
+    def kill(self) -> None:
+        """SIGKILL every rank (and mpiexec), reap them, close everything."""
+        for p in self._procs:
+            if p.exitcode is None:
+                try:
+                    os.killpg(p.pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    p.kill()
+            p.join(5)
+        if self._mpiexec is not None:
+            if self._mpiexec.poll() is None:
+                try:
+                    os.killpg(self._mpiexec.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            for pid in self.pids:
+                if pid:
+                    try:
+                        os.kill(pid, signal.SIGKILL)
+                    except ProcessLookupError:
+                        pass
+            self._mpiexec.wait()
+        for conn in self.conns:
+            if conn is not None:
+                conn.close()
+        self._server.close()
+        self.conns = [None] * self.world_size
+        self.store = None

@@ -1,0 +1,168 @@
+"""A rank process of a local job: connects to its launcher, builds the world group once,
+then runs the functions it is sent until told to stop.
+
+Started by pool.py, either forked from the caller (fast: torch is already imported)
+or as `mpiexec -n N python -m minitorch_dist.runtime.worker ADDRESS` for the mpi
+backend. It never outlives its launcher: a thread reads the launcher's connection
+and ends the process the moment it closes.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import pickle
+import queue
+import sys
+import threading
+import traceback
+from dataclasses import dataclass
+from multiprocessing.connection import Client
+
+import cloudpickle
+import torch
+
+from .deadlock import FAILED, FINISHED, RUNNING
+from .errors import PeerFailedError
+from .group import Group, RankContext
+from .trace import Recorder
+
+
+@dataclass
+class Task:
+    """One launch() call, as sent to every rank."""
+
+    run_id: str
+    payload: bytes            # cloudpickle of (fn, args, kwargs)
+    deadline: float | None
+    collectives: bool
+    trace: bool
+    t0: float
+
+
+def failure(rank: int, exc: BaseException) -> dict:
+    """What the caller needs to report a failed rank (the exception itself only if it pickles)."""
+    try:
+        blob = cloudpickle.dumps(exc)
+        pickle.loads(blob)
+    except Exception:  # noqa: BLE001 - an unpicklable exception still gets reported as text
+        blob = None
+    return {"rank": rank, "exc_type": type(exc).__name__, "message": str(exc),
+            "traceback": "".join(traceback.format_exception(exc)), "exc": blob,
+            "secondary": isinstance(exc, PeerFailedError)}
+
+
+def run_task(task: Task, backend, store, world_rank: int, world_size: int, tracker_factory) -> tuple:
+    """Run one task on this rank: ("ok", value, counters, events) or ("error", failure dict)."""
+    ctx = RankContext(world_rank, world_size, deadline=task.deadline, collectives=task.collectives,
+                      recorder=Recorder(world_rank, task.trace), t0=task.t0, run_id=task.run_id,
+                      tracker=tracker_factory(task.run_id))
+    ctx.tracker.set_status(RUNNING)
+    try:
+        fn, args, kwargs = cloudpickle.loads(task.payload)
+        value = fn(Group(backend, ctx), *args, **kwargs)
+        ctx.tracker.set_status(FINISHED, "returned")
+        return ("ok", value, ctx.recorder.counters, ctx.recorder.events)
+    except BaseException as exc:  # noqa: BLE001 - every failure goes back to the caller
+        try:
+            ctx.tracker.set_status(FAILED, f"{type(exc).__name__}: {str(exc).splitlines()[0][:150] if str(exc) else ''}")
+        except Exception:  # noqa: BLE001 - the store may be gone
+            pass
+        return ("error", failure(world_rank, exc))
+    finally:
+        ctx.tracker.close()
+
+
+class _RankStream(io.TextIOBase):
+    """sys.stdout/stderr of a rank: whole lines go to the launcher, which prints '[rank r] ...'."""
+
+    def __init__(self, send, name: str):
+        self._send, self._name, self._buf = send, name, ""
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        self._buf += text
+        if "\n" in self._buf:
+            lines, self._buf = self._buf.rsplit("\n", 1)
+            self._send(("out", self._name, lines + "\n"))
+        return len(text)
+
+    def flush(self) -> None:
+        if self._buf:
+            self._send(("out", self._name, self._buf))
+            self._buf = ""
+
+
+def _die_with_parent() -> None:
+    """Linux: the kernel kills this process when the process that forked it dies."""
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+            ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, 9)  # PR_SET_PDEATHSIG, SIGKILL
+        except OSError:
+            pass
+
+
+def serve(rank: int, world_size: int, address, authkey: bytes, spec: dict) -> None:
+    """The worker's life: connect, build the world backend, run tasks until 'stop' or EOF."""
+    torch.set_num_threads(spec.get("threads", 1))   # also what makes fork after OpenMP safe
+    conn = Client(tuple(address), authkey=authkey)
+    send_lock = threading.Lock()
+
+    def send(msg) -> None:
+        with send_lock:
+            conn.send(msg)
+
+    send(("hello", rank, os.getpid()))
+    tasks: queue.Queue = queue.Queue()
+
+    def read() -> None:
+        try:
+            while True:
+                tasks.put(conn.recv())
+        except (EOFError, OSError):
+            os._exit(3)          # the launcher is gone: never leave an orphan behind
+
+    threading.Thread(target=read, name="minitorch_dist-launcher-link", daemon=True).start()
+    from .pool import make_world    # the backend and store for this kind of job
+    backend, store, tracker_factory = make_world(rank, world_size, spec)
+    sys.stdout, sys.stderr = _RankStream(send, "stdout"), _RankStream(send, "stderr")
+    send(("ready", rank))
+    while True:
+        msg = tasks.get()
+        if msg[0] == "stop":
+            break
+        task: Task = msg[1]
+        reply = run_task(task, backend, store, rank, world_size, tracker_factory)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        try:
+            send(("reply", task.run_id) + reply)
+        except Exception as exc:  # noqa: BLE001 - e.g. a return value that cannot be pickled
+            send(("reply", task.run_id, "error", failure(rank, TypeError(
+                f"rank {rank}: the function's return value could not be sent back to the caller "
+                f"({type(exc).__name__}: {exc}); return tensors, numbers, lists or dicts"))))
+    backend.close()
+    conn.close()
+
+
+def forked_main(rank: int, world_size: int, address, authkey: bytes, spec: dict) -> None:
+    """Entry point of a forked (or spawned) worker."""
+    os.setpgrp()        # a Ctrl-C in the terminal reaches the caller, which stops us cleanly
+    _die_with_parent()
+    serve(rank, world_size, address, authkey, spec)
+
+
+def _mpi_main() -> None:
+    """Entry point under mpiexec: python -m minitorch_dist.runtime.worker HOST PORT SPEC."""
+    import json
+    from mpi4py import MPI
+    host, port, spec = sys.argv[1], int(sys.argv[2]), json.loads(sys.argv[3])
+    authkey = bytes.fromhex(os.environ.pop("MINITORCH_DIST_AUTHKEY"))
+    serve(MPI.COMM_WORLD.Get_rank(), MPI.COMM_WORLD.Get_size(), (host, port), authkey, spec)
+
+
+if __name__ == "__main__":
+    _mpi_main()
