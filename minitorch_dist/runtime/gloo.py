@@ -16,7 +16,7 @@ import torch.distributed as dist
 
 from .backend import Backend, DeadlineExpired, Work
 from .errors import PeerFailedError
-from .wire import TAG_BITS, Framer
+from .wire import Framer
 
 _OPS = {"sum": dist.ReduceOp.SUM, "prod": dist.ReduceOp.PRODUCT,
         "max": dist.ReduceOp.MAX, "min": dist.ReduceOp.MIN}
@@ -46,7 +46,7 @@ class _GlooWork(Work):
             if "Timed out" in text or "timed out" in text or "Timeout" in text:
                 raise DeadlineExpired(text) from None
             raise PeerFailedError(
-                f"rank {self._rank}: the gloo connection to a peer broke ({text.splitlines()[0][:200]}). "
+                f"rank {self._rank}: the gloo connection to a peer broke ({text.splitlines()[0].split('. ')[0][-160:]}). "
                 f"Another rank probably crashed or was killed; its own error is the one to read.") from None
         if self._after is not None:
             self._after()
@@ -65,8 +65,8 @@ class GlooBackend(Backend):
         timeout = _NO_TIMEOUT if pg_timeout is None else datetime.timedelta(seconds=pg_timeout)
         self._pg_timeout = pg_timeout
         self._pg = dist.ProcessGroupGloo(dist.PrefixStore(f"pg/{key}", store), rank, size, timeout)
-        self._framer = Framer(self._raw_isend, self._raw_irecv, seq_bits=31 - TAG_BITS,
-                              name_rank=self._name_rank, rank=rank)
+        self._framer = Framer(self._raw_isend, self._raw_irecv, self._raw_irecv_any, rank, size,
+                              self._name_rank)
 
     def _name_rank(self, r: int) -> str:
         w = self.world_ranks[r]
@@ -83,6 +83,9 @@ class GlooBackend(Backend):
             return _GlooWork(self._pg.recv([buf], src, wire_tag), self.rank)
         host = torch.empty_like(buf, device="cpu")
         return _GlooWork(self._pg.recv([host], src, wire_tag), self.rank, after=lambda: buf.copy_(host))
+
+    def _raw_irecv_any(self, buf: torch.Tensor, wire_tag: int):
+        return _GlooWork(self._pg.recv_anysource([buf], wire_tag), self.rank)
 
     def isend(self, tensor, dst, tag, op):
         return self._framer.isend(tensor, dst, tag, op)
@@ -147,4 +150,7 @@ class GlooBackend(Backend):
                            tuple(self.world_ranks[r] for r in ranks), key, self._pg_timeout)
 
     def close(self):
-        self._pg = None
+        """Collective over the group's members: ends the listener threads, then the connections."""
+        if self._pg is not None:
+            self._framer.close()
+            self._pg = None

@@ -32,7 +32,7 @@ from .worker import Task
 DEFAULT_DEADLINE = 60.0
 BACKENDS = ("gloo", "mpi", "sim")
 _pool: Pool | None = None
-_GRACE = 1.0   # after a first failure, how long to wait for the other ranks' own reports
+_GRACE = 0.3   # after a first failure, how long to wait for the other ranks' own reports
 
 
 def default_deadline() -> float | None:

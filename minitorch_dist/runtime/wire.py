@@ -1,34 +1,46 @@
-"""Messages on the wire for the process backends (gloo, mpi): a header, then the payload.
+"""Messages on the wire for the process backends: a header on a control channel, then the payload.
 
-Every Group message is framed as two raw messages on the same wire tag:
-  1. a header, int64[16]: magic, sender's op, dtype code, ndim, numel, shape...
-  2. the payload bytes (skipped when the tensor is empty).
-The receiver reads the header first and checks it against its buffer, so a
-mismatch (shape, dtype, size) is a clear MessageMismatchError naming both ranks,
-both shapes and both ops, never a truncation or a hang.
+Every Group message is a control message (1 KiB, on one control tag) followed,
+for payloads over 896 bytes, by the payload on its own data tag:
+  control: int64[16] header (magic, kind, sender's op, dtype, ndim, numel, tag,
+           sequence number, shape...) and, for small payloads, the payload inline;
+  data:    the payload bytes, on wire tag (tag << SEQ_BITS) | seq.
+Each rank runs one listener thread per group that receives control messages from
+any peer (the transport's receive-from-any-source). When a header meets a posted
+receive it checks it against the buffer (a mismatch is a clear
+MessageMismatchError naming both ranks, both shapes and both ops, never a
+truncation, a hang or a crash) and posts the payload receive. Receives therefore
+progress whether or not their owner is waiting on them, as MPI promises: a program
+may wait on its isend before its irecv without deadlocking.
 
-Wire tags carry a per-channel sequence number: the k-th message from rank a to
-rank b with user tag t travels on tag (t << seq_bits) | (k mod 2^seq_bits). Raw
-messages therefore never match the wrong header or payload, whatever order a
-program waits on its handles (the same non-overtaking rule MPI gives).
+The k-th message from rank a to rank b with tag t has sequence number k on both
+sides (MPI's non-overtaking rule), so headers and payloads never match the wrong
+receive, whatever order a program waits on its handles.
 """
 
 from __future__ import annotations
 
+import threading
+import time
 from collections import defaultdict
 from typing import Callable
 
 import torch
 
-from .backend import Work
-from .errors import MessageMismatchError
+from .backend import DeadlineExpired, Work
+from .errors import MessageMismatchError, PeerFailedError
 
 MAGIC = 0x6D74645F  # "mtd_"
-HEADER_LEN = 16
-MAX_NDIM = HEADER_LEN - 5
-TAG_BITS = 11                      # user tags 0..2047
+HEADER_LEN = 16                     # int64 fields
+INLINE_BYTES = 896                  # payloads up to this size ride in the control message
+CONTROL_BYTES = HEADER_LEN * 8 + INLINE_BYTES
+MAX_NDIM = HEADER_LEN - 9
+TAG_BITS = 11                       # user tags 0..2047
 MAX_TAG = (1 << TAG_BITS) - 1
+SEQ_BITS = 19                       # data wire tags fit in 30 bits
+CONTROL_TAG = 1 << 30
 OPS = ("send", "isend", "sendrecv")
+_MSG, _BYE = 0, 1
 
 _DTYPE_NAMES = ["float32", "float64", "float16", "bfloat16", "int8", "uint8", "int16", "int32",
                 "int64", "bool", "complex64", "complex128", "uint16", "uint32", "uint64",
@@ -42,29 +54,32 @@ def describe(dtype: torch.dtype, shape) -> str:
     return f"{str(dtype).replace('torch.', '')} of shape {tuple(shape)}"
 
 
-def encode_header(tensor: torch.Tensor, op: str) -> torch.Tensor:
-    """The int64[16] header describing `tensor`, sent by `op`."""
+def encode_header(tensor: torch.Tensor, op: str, tag: int, seq: int, src: int) -> torch.Tensor:
+    """The control message (uint8[CONTROL_BYTES]) announcing `tensor`, sent by `op`."""
     if tensor.dim() > MAX_NDIM:
-        raise ValueError(f"send: tensors of more than {MAX_NDIM} dimensions are not supported "
+        raise ValueError(f"{op}: tensors of more than {MAX_NDIM} dimensions are not supported "
                          f"(got {tensor.dim()}); reshape before sending")
     if tensor.dtype not in _DTYPE_CODE:
-        raise TypeError(f"send: dtype {tensor.dtype} is not supported by the wire format")
-    header = torch.zeros(HEADER_LEN, dtype=torch.int64)
-    fields = [MAGIC, OPS.index(op), _DTYPE_CODE[tensor.dtype], tensor.dim(), tensor.numel(),
-              *tensor.shape]
-    header[:len(fields)] = torch.tensor(fields, dtype=torch.int64)
-    return header
+        raise TypeError(f"{op}: dtype {tensor.dtype} is not supported by the wire format")
+    control = torch.zeros(CONTROL_BYTES, dtype=torch.uint8)
+    fields = [MAGIC, _MSG, OPS.index(op), _DTYPE_CODE[tensor.dtype], tensor.dim(), tensor.numel(), tag, seq,
+              src, *tensor.shape]
+    control[:HEADER_LEN * 8].view(torch.int64)[:len(fields)] = torch.tensor(fields, dtype=torch.int64)
+    nbytes = tensor.numel() * tensor.element_size()
+    if 0 < nbytes <= INLINE_BYTES:
+        control[HEADER_LEN * 8:HEADER_LEN * 8 + nbytes] = as_bytes(tensor.cpu())
+    return control
 
 
-def decode_header(header: torch.Tensor) -> tuple[str, torch.dtype, tuple[int, ...]]:
-    """(sender's op, dtype, shape) from a header."""
-    values = header.tolist()
+def decode_header(control: torch.Tensor) -> tuple[int, str, torch.dtype, tuple[int, ...], int, int, int]:
+    """(kind, sender's op, dtype, shape, tag, seq, sender's rank) from a control message."""
+    values = control[:HEADER_LEN * 8].view(torch.int64).tolist()
     if values[0] != MAGIC:
         raise MessageMismatchError("recv: received bytes that are not a minitorch_dist message "
-                                   "header (another program, or raw torch.distributed calls mixed "
-                                   "with Group calls on the same tag)")
-    ndim = values[3]
-    return OPS[values[1]], DTYPES[values[2]], tuple(values[5:5 + ndim])
+                                   "(raw torch.distributed or MPI calls mixed with Group calls?)")
+    ndim = values[4]
+    return (values[1], OPS[values[2]], DTYPES[values[3]], tuple(values[9:9 + ndim]), values[6], values[7],
+            values[8])
 
 
 def check_match(buffer: torch.Tensor, sent_dtype: torch.dtype, sent_shape: tuple[int, ...],
@@ -98,73 +113,141 @@ def as_bytes(tensor: torch.Tensor) -> torch.Tensor:
 # -- framing over a raw byte transport ------------------------------------------------------
 
 RawPost = Callable[[torch.Tensor, int, int], Work]  # (uint8 buffer, peer, wire tag) -> Work
+RawPostAny = Callable[[torch.Tensor, int], Work]  # (uint8 buffer, wire tag): from any peer
 
 
 class Framer:
-    """Frames Group messages for a raw transport that moves uint8 buffers by (peer, wire tag).
+    """Group messages over a raw transport that moves uint8 buffers by (peer, wire tag).
 
-    `raw_isend(buf, dst, wire_tag)` and `raw_irecv(buf, src, wire_tag)` post raw
-    messages; `seq_bits` is how many low bits of a wire tag hold the sequence number.
-    `name_rank(r)` turns a group rank into text for error messages.
+    raw_isend(buf, dst, wire_tag) / raw_irecv(buf, src, wire_tag) post raw messages;
+    raw_irecv_any(buf, wire_tag) posts a receive from any peer (the header names the
+    sender). `name_rank(r)`
+    turns a group rank into text for error messages. Call close() on every member.
     """
 
-    def __init__(self, raw_isend: RawPost, raw_irecv: RawPost, seq_bits: int,
-                 name_rank: Callable[[int], str], rank: int):
-        self._raw_isend, self._raw_irecv = raw_isend, raw_irecv
-        self._seq_mask = (1 << seq_bits) - 1
-        self._seq_bits = seq_bits
-        self._sent = defaultdict(int)   # (dst, tag) -> messages posted so far
-        self._recvd = defaultdict(int)  # (src, tag) -> receives posted so far
-        self._name = name_rank
-        self._rank = rank
+    def __init__(self, raw_isend: RawPost, raw_irecv: RawPost, raw_irecv_any: RawPostAny,
+                 rank: int, size: int, name_rank: Callable[[int], str]):
+        self._raw_isend, self._raw_irecv, self._raw_irecv_any = raw_isend, raw_irecv, raw_irecv_any
+        self._rank, self._size, self._name = rank, size, name_rank
+        self._sent = defaultdict(int)     # (dst, tag) -> messages posted so far
+        self._recvd = defaultdict(int)    # (src, tag) -> receives posted so far
+        self._lock = threading.Lock()     # guards the two dicts below and _broken
+        self._posted: dict[tuple[int, int, int], _RecvWork] = {}   # receives whose header has not come
+        self._early: dict[tuple[int, int, int], torch.Tensor] = {}  # headers whose receive is not posted
+        self._broken: BaseException | None = None
+        self._listener = None
+        if size > 1:
+            self._listener = threading.Thread(target=self._listen, daemon=True,
+                                              name=f"minitorch_dist-listener-r{rank}")
+            self._listener.start()
 
-    def _wire_tag(self, tag: int, seq: int) -> int:
-        return (tag << self._seq_bits) | (seq & self._seq_mask)
+    @staticmethod
+    def _data_tag(tag: int, seq: int) -> int:
+        return (tag << SEQ_BITS) | (seq & ((1 << SEQ_BITS) - 1))
 
     def isend(self, tensor: torch.Tensor, dst: int, tag: int, op: str) -> Work:
         seq = self._sent[dst, tag]
         self._sent[dst, tag] = seq + 1
-        wire_tag = self._wire_tag(tag, seq)
-        header = encode_header(tensor, op)
-        works = [self._raw_isend(as_bytes(header), dst, wire_tag)]
-        if tensor.numel() > 0:
-            works.append(self._raw_isend(as_bytes(tensor), dst, wire_tag))
-        return _SendWork(works, header, tensor)
+        control = encode_header(tensor, op, tag, seq, self._rank)
+        works = [self._raw_isend(control, dst, CONTROL_TAG)]
+        if tensor.numel() * tensor.element_size() > INLINE_BYTES:
+            works.append(self._raw_isend(as_bytes(tensor), dst, self._data_tag(tag, seq)))
+        return _SendWork(works, (control, tensor))
 
     def irecv(self, tensor: torch.Tensor, src: int, tag: int, op: str) -> Work:
         seq = self._recvd[src, tag]
         self._recvd[src, tag] = seq + 1
-        wire_tag = self._wire_tag(tag, seq)
-        header = torch.empty(HEADER_LEN, dtype=torch.int64)
-        header_work = self._raw_irecv(as_bytes(header), src, wire_tag)
-        return _RecvWork(self, header_work, header, tensor, src, tag, wire_tag, op)
+        work = _RecvWork(tensor, src, tag, seq, op)
+        with self._lock:
+            control = self._early.pop((src, tag, seq), None)
+            if control is None:
+                if self._broken is not None:
+                    work.fail(self._broken)
+                else:
+                    self._posted[src, tag, seq] = work
+        if control is not None:
+            self._match(work, control)
+        return work
+
+    def _match(self, work: "_RecvWork", control: torch.Tensor) -> None:
+        """The header of `work`'s message is here: check it, then take or post the payload."""
+        try:
+            _, sent_op, dtype, shape, tag, seq, _ = decode_header(control)
+            check_match(work.tensor, dtype, shape, sent_op, work.op, self._name(self._rank),
+                        self._name(work.src), tag)
+            nbytes = work.tensor.numel() * work.tensor.element_size()
+            if nbytes > INLINE_BYTES:
+                work.payload = self._raw_irecv(as_bytes(work.tensor), work.src, self._data_tag(tag, seq))
+            elif nbytes:
+                as_bytes(work.tensor).copy_(control[HEADER_LEN * 8:HEADER_LEN * 8 + nbytes])
+        except BaseException as exc:  # noqa: BLE001 - delivered to the waiting rank code
+            work.error = exc
+        work.ready.set()
+
+    def _listen(self) -> None:
+        byes = 0
+        try:
+            while byes < self._size - 1:
+                control = torch.empty(CONTROL_BYTES, dtype=torch.uint8)
+                self._raw_irecv_any(control, CONTROL_TAG).wait(None)
+                kind, _, _, _, tag, seq, src = decode_header(control)
+                if kind == _BYE:
+                    byes += 1
+                    continue
+                with self._lock:
+                    pending = self._posted.pop((src, tag, seq), None)
+                    if pending is None:
+                        self._early[src, tag, seq] = control
+                if pending is not None:
+                    self._match(pending, control)
+        except BaseException as exc:  # noqa: BLE001 - a peer died or the group was torn down
+            with self._lock:
+                self._broken = exc
+                pending, self._posted = list(self._posted.values()), {}
+            for work in pending:
+                work.fail(exc)
+
+    def close(self, timeout: float | None = 10.0) -> None:
+        """Tell every peer's listener we are done; ours ends when every peer has said the same."""
+        if self._listener is None:
+            return
+        bye = torch.zeros(CONTROL_BYTES, dtype=torch.uint8)
+        bye[:HEADER_LEN * 8].view(torch.int64)[:9] = torch.tensor([MAGIC, _BYE, 0, 0, 0, 0, 0, 0, self._rank])
+        works = [self._raw_isend(bye, peer, CONTROL_TAG) for peer in range(self._size) if peer != self._rank]
+        for work in works:
+            work.wait(timeout)
+        self._listener.join(timeout)
 
 
 class _SendWork(Work):
-    def __init__(self, works: list[Work], header: torch.Tensor, tensor: torch.Tensor):
+    def __init__(self, works: list[Work], keep):
         self._works = works
-        self._keep = (header, tensor)  # buffers must outlive the transfer
+        self._keep = keep  # buffers must outlive the transfer
 
     def wait(self, timeout: float | None) -> None:
+        end = None if timeout is None else time.monotonic() + timeout
         for work in self._works:
-            work.wait(timeout)
+            work.wait(None if end is None else max(0.0, end - time.monotonic()))
 
 
 class _RecvWork(Work):
-    def __init__(self, framer: Framer, header_work: Work, header: torch.Tensor,
-                 tensor: torch.Tensor, src: int, tag: int, wire_tag: int, op: str):
-        self._framer, self._header_work, self._header = framer, header_work, header
-        self._tensor, self._src, self._tag, self._wire_tag, self._op = tensor, src, tag, wire_tag, op
-        self._done = False
+    def __init__(self, tensor: torch.Tensor, src: int, tag: int, seq: int, op: str):
+        self.tensor, self.src, self.tag, self.seq, self.op = tensor, src, tag, seq, op
+        self.ready = threading.Event()      # set once the header was matched (or failed)
+        self.payload: Work | None = None
+        self.error: BaseException | None = None
+
+    def fail(self, exc: BaseException) -> None:
+        self.error = PeerFailedError(f"the connection broke while receiving from rank {self.src} "
+                                     f"({type(exc).__name__}: {str(exc).splitlines()[0][:160] if str(exc) else ''}); "
+                                     f"another rank probably failed first")
+        self.ready.set()
 
     def wait(self, timeout: float | None) -> None:
-        if self._done:
-            return
-        self._header_work.wait(timeout)
-        sent_op, dtype, shape = decode_header(self._header)
-        f = self._framer
-        check_match(self._tensor, dtype, shape, sent_op, self._op,
-                    f._name(f._rank), f._name(self._src), self._tag)
-        if self._tensor.numel() > 0:
-            f._raw_irecv(as_bytes(self._tensor), self._src, self._wire_tag).wait(timeout)
-        self._done = True
+        end = None if timeout is None else time.monotonic() + timeout
+        if not self.ready.wait(timeout):
+            raise DeadlineExpired(f"recv from {self.src} tag {self.tag}")
+        if self.error is not None:
+            raise self.error
+        if self.payload is not None:
+            self.payload.wait(None if end is None else max(0.0, end - time.monotonic()))

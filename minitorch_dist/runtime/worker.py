@@ -40,6 +40,23 @@ class Task:
     t0: float
 
 
+_RUNTIME_DIR = os.path.dirname(os.path.abspath(__file__))
+
+
+def user_traceback(exc: BaseException) -> str:
+    """The traceback without the runtime's own frames, so the student's lines stand out.
+
+    MINITORCH_DIST_FULL_TRACEBACK=1 keeps every frame.
+    """
+    tb = traceback.TracebackException.from_exception(exc)
+    if not os.environ.get("MINITORCH_DIST_FULL_TRACEBACK"):
+        frames = [f for f in tb.stack if not os.path.abspath(f.filename).startswith(_RUNTIME_DIR)]
+        if frames:
+            tb.stack = traceback.StackSummary.from_list(frames)
+    # The message itself is shown above the traceback by RankError: list the frames only.
+    return "Traceback (most recent call last):\n" + "".join(tb.stack.format())
+
+
 def failure(rank: int, exc: BaseException) -> dict:
     """What the caller needs to report a failed rank (the exception itself only if it pickles)."""
     try:
@@ -48,7 +65,7 @@ def failure(rank: int, exc: BaseException) -> dict:
     except Exception:  # noqa: BLE001 - an unpicklable exception still gets reported as text
         blob = None
     return {"rank": rank, "exc_type": type(exc).__name__, "message": str(exc),
-            "traceback": "".join(traceback.format_exception(exc)), "exc": blob,
+            "traceback": user_traceback(exc), "exc": blob,
             "secondary": isinstance(exc, PeerFailedError)}
 
 
