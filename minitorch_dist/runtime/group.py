@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -45,6 +45,7 @@ class RankContext:
     tracker: OpTracker | None = None
     t0: float = 0.0                   # perf_counter() at the start of the run
     run_id: str = "run"               # unique per run: keeps rendezvous keys of sub-groups apart
+    subgroups: list = field(default_factory=list)   # backends created in this run, closed at its end
 
     def __post_init__(self):
         if self.recorder is None:
@@ -361,4 +362,5 @@ class Group:
         world = [self.ranks[r] for r in members]
         name = f"group{world}" + (f"#{count}" if count else "")
         backend = self._backend.subgroup(tuple(members), f"{self._ctx.run_id}/{self.name}/{name}")
+        self._ctx.subgroups.append(backend)
         return Group(backend, self._ctx, name=name)

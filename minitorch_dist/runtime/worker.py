@@ -78,6 +78,8 @@ def run_task(task: Task, backend, store, world_rank: int, world_size: int, track
     try:
         fn, args, kwargs = cloudpickle.loads(task.payload)
         value = fn(Group(backend, ctx), *args, **kwargs)
+        for sub in reversed(ctx.subgroups):     # collective: every member reaches this point
+            sub.close()
         ctx.tracker.set_status(FINISHED, "returned")
         return ("ok", value, ctx.recorder.counters, ctx.recorder.events)
     except BaseException as exc:  # noqa: BLE001 - every failure goes back to the caller

@@ -42,18 +42,20 @@ def exercise(group, p2p_dtypes=P2P_DTYPES, reduce_dtypes=REDUCE_DTYPES) -> dict:
                     group.recv(buf, left, tag)
                     group.send(_fill(shape, r, dtype), right, tag)
                 out["p2p"][name, shape] = buf.clone()
-        # isend/irecv all-to-all with per-pair tags; wait in reverse order of posting
-        handles, bufs = [], {}
-        for q in range(p):
-            if q != r:
-                bufs[q] = torch.empty(2, dtype=torch.float64)
-                handles.append(group.irecv(bufs[q], q, tag=q))
-        for q in range(p):
-            if q != r:
-                handles.append(group.isend(torch.tensor([r, q], dtype=torch.float64), q, tag=r))
-        for h in reversed(handles):
-            h.wait()
-        out["alltoall"] = {q: b.tolist() for q, b in bufs.items()}
+        # isend/irecv all-to-all with per-pair tags, small (inline) and large payloads;
+        # the sends are waited first: receives must progress without being waited on.
+        for n in (2, 3000):
+            handles, bufs = [], {}
+            for q in range(p):
+                if q != r:
+                    bufs[q] = torch.empty(n, dtype=torch.float64)
+                    handles.append(group.irecv(bufs[q], q, tag=q))
+            for q in range(p):
+                if q != r:
+                    handles.append(group.isend(torch.full((n,), float(r * 1000 + q), dtype=torch.float64), q, tag=r))
+            for h in reversed(handles):
+                h.wait()
+            out["alltoall", n] = {q: b.unique().tolist() for q, b in bufs.items()}
         # sendrecv around the ring, non-contiguous receive buffer
         nc = torch.empty(3, 2).t()
         group.sendrecv(torch.full((2, 3), float(r)), right, nc, left)
@@ -95,8 +97,8 @@ def _expected_p2p_count(p: int, p2p_dtypes) -> tuple[int, int]:
         for shape in SHAPES:
             msgs += 1
             nbytes += math.prod(shape) * size
-    msgs += (p - 1) + 1                 # all-to-all, sendrecv
-    nbytes += (p - 1) * 16 + 6 * 4
+    msgs += 2 * (p - 1) + 1             # two all-to-alls, sendrecv
+    nbytes += (p - 1) * (2 + 3000) * 8 + 6 * 4
     return msgs, nbytes
 
 
@@ -112,7 +114,8 @@ def check_exercise(results: list[dict], p2p_dtypes=P2P_DTYPES, reduce_dtypes=RED
             assert torch.equal(buf, _fill(shape, left, dtype)), (r, name, shape, buf)
         if p > 1:
             assert len(res["p2p"]) == len(p2p_dtypes) * len(SHAPES)
-            assert res["alltoall"] == {q: [float(q), float(r)] for q in range(p) if q != r}
+            for n in (2, 3000):
+                assert res["alltoall", n] == {q: [float(q * 1000 + r)] for q in range(p) if q != r}
             assert torch.equal(res["sendrecv"], torch.full((2, 3), float(left)))
         for name in reduce_dtypes:
             got = res["reduce"][name]

@@ -1,0 +1,34 @@
+import os
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
+
+
+def live_children() -> list:
+    """Child processes of this test process that are still running (zombies excluded)."""
+    import psutil
+    kids = []
+    for child in psutil.Process().children(recursive=True):
+        try:
+            if child.status() != psutil.STATUS_ZOMBIE:
+                kids.append(child)
+        except psutil.NoSuchProcess:
+            pass
+    return kids
+
+
+@pytest.fixture
+def no_leftover_processes():
+    """Start from no rank processes and assert none is left at the end."""
+    from minitorch_dist import shutdown
+    shutdown()
+    yield
+    import time
+    deadline = time.monotonic() + 5
+    while live_children() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert live_children() == [], f"processes left behind: {live_children()}"

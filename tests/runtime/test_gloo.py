@@ -1,0 +1,173 @@
+"""The gloo backend through launch(): every Group op, world sizes 1-8, every dtype, failures."""
+
+import os
+import time
+
+import pytest
+import torch
+
+from minitorch_dist import (CollectivesDisabledError, DeadlockError, MessageMismatchError, RankError,
+                            launch, shutdown)
+from tests.runtime.exercise import check_exercise, exercise
+
+
+@pytest.mark.parametrize("world_size", [1, 2, 3, 4, 5, 6, 7, 8])
+def test_every_op(world_size):
+    results = launch(exercise, world_size)
+    check_exercise(list(results))
+    assert results.backend == "gloo"
+
+
+def _ring_counts(group, n):
+    right, left = (group.rank + 1) % group.size, (group.rank - 1) % group.size
+    group.sendrecv(torch.ones(n), right, torch.empty(n), left)
+    group.all_reduce(torch.ones(n))
+    return group.now()
+
+
+def test_counters_and_trace_come_back():
+    results = launch(_ring_counts, 3, args=(1000,))
+    for c in results.counters:
+        assert (c.messages_sent, c.bytes_sent, c.messages_recv, c.bytes_recv) == (1, 4000, 1, 4000)
+        assert c.op("all_reduce").calls == 1 and c.op("all_reduce").tensor_bytes == 4000
+        assert c.collective_calls() == 1
+    ops = sorted((e.rank, e.op, e.peer) for e in results.events)
+    assert ops == [(0, "all_reduce", None), (0, "sendrecv", 1), (1, "all_reduce", None), (1, "sendrecv", 2),
+                   (2, "all_reduce", None), (2, "sendrecv", 0)]
+    assert all(0 <= e.start <= e.end for e in results.events)
+    trace = results.chrome_trace()
+    assert sum(1 for ev in trace["traceEvents"] if ev.get("ph") == "X") == len(results.events)
+
+
+def test_trace_off_keeps_counters():
+    results = launch(_ring_counts, 2, args=(10,), trace=False)
+    assert results.events == [] and results.counters[0].messages_sent == 1
+
+
+def _uses_all_reduce(group):
+    group.all_reduce(torch.ones(2))
+
+
+def test_collectives_switch(no_leftover_processes):
+    with pytest.raises(RankError) as info:
+        launch(_uses_all_reduce, 2, collectives=False)
+    assert isinstance(info.value.cause, CollectivesDisabledError)
+    assert "switched off" in str(info.value) and "send, recv" in str(info.value)
+
+
+def _deadlock(group):
+    group.recv(torch.zeros(3), src=(group.rank + 1) % group.size)
+
+
+@pytest.mark.parametrize("world_size", [2, 3])
+def test_recv_recv_deadlock_names_the_cycle(world_size, no_leftover_processes):
+    start = time.monotonic()
+    with pytest.raises(RankError) as info:
+        launch(_deadlock, world_size, deadline=1.5)
+    assert time.monotonic() - start < 15
+    err = info.value
+    assert isinstance(err.cause, DeadlockError)
+    text = str(err)
+    cycle = " -> ".join(str((k) % world_size) for k in range(err.rank, err.rank + world_size + 1))
+    assert f"wait-for cycle: {cycle}" in text, text
+    for r in range(world_size):
+        assert f"rank {r}: waits in recv(src={(r + 1) % world_size}, tag=0)" in text
+
+
+def _raise_on_one(group):
+    if group.rank == 1:
+        raise ValueError("bad input on purpose")
+    group.recv(torch.zeros(1), src=1)
+
+
+def test_exception_names_rank_and_stops_the_others(no_leftover_processes):
+    with pytest.raises(RankError) as info:
+        launch(_raise_on_one, 3)
+    err = info.value
+    assert err.rank == 1 and err.exc_type == "ValueError" and isinstance(err.cause, ValueError)
+    assert "bad input on purpose" in str(err) and "_raise_on_one" in err.remote_traceback
+    assert "rank 0: stopped by the launcher" in str(err)
+
+
+def _exit_early(group):
+    if group.rank == 2:
+        os._exit(7)
+    group.barrier()
+
+
+def _killed(group):
+    if group.rank == 0:
+        os.kill(os.getpid(), 9)
+    group.barrier()
+
+
+def _sys_exit(group):
+    if group.rank == 1:
+        raise SystemExit(3)
+    group.barrier()
+
+
+@pytest.mark.parametrize("fn, rank, words", [(_exit_early, 2, "exited with code 7"),
+                                             (_killed, 0, "killed by signal SIGKILL"),
+                                             (_sys_exit, 1, "SystemExit")])
+def test_rank_that_exits_or_is_killed(fn, rank, words, no_leftover_processes):
+    with pytest.raises(RankError) as info:
+        launch(fn, 3)
+    assert info.value.rank == rank and words in str(info.value), str(info.value)
+
+
+def _mismatch(group, shape, dtype):
+    if group.rank == 0:
+        group.send(torch.zeros(8), 1)
+    else:
+        group.recv(torch.zeros(shape, dtype=dtype), 0)
+
+
+@pytest.mark.parametrize("shape, dtype, what", [((4,), torch.float32, "size"), ((2, 4), torch.float32, "shape"),
+                                                ((8,), torch.float64, "dtype"), ((400,), torch.float32, "size")])
+def test_mismatched_receive(shape, dtype, what, no_leftover_processes):
+    with pytest.raises(RankError) as info:
+        launch(_mismatch, 2, args=(shape, dtype))
+    err = info.value
+    assert isinstance(err.cause, MessageMismatchError) and err.rank == 1
+    text = str(err)
+    assert f"the {what} differs" in text
+    assert "rank 1 from rank 0" in text and "(8,)" in text and str(tuple(shape)) in text and "with send" in text
+
+
+def _bad_args(group):
+    if group.rank == 0:
+        group.send(torch.zeros(1), dst=0)
+
+
+def test_bad_peer_is_a_clear_error():
+    with pytest.raises(RankError, match="is this rank itself"):
+        launch(_bad_args, 2)
+
+
+def _pid(group):
+    return os.getpid()
+
+
+def test_warm_pool_is_reused_and_fresh_is_not():
+    first = launch(_pid, 2)
+    assert list(launch(_pid, 2)) == list(first)
+    assert set(launch(_pid, 2, fresh=True)).isdisjoint(first)
+    shutdown()
+
+
+def test_bad_launch_arguments():
+    with pytest.raises(Exception, match="world_size must be a positive int"):
+        launch(_pid, 0)
+    with pytest.raises(Exception, match="backend="):
+        launch(_pid, 2, backend="nccl-typo")
+
+
+def _slow(group):
+    time.sleep(30)
+
+
+def test_whole_run_timeout_reports_states(no_leftover_processes):
+    with pytest.raises(Exception) as info:
+        launch(_slow, 2, timeout=1.5)
+    assert "timeout" in str(info.value) and "running its own code" in str(info.value)
