@@ -1,0 +1,159 @@
+"""Point-to-point messages on the sim backend: matching, the port model, the copies.
+
+Matching: a message goes on the channel (group key, src, dst, tag); the k-th send
+on a channel meets the k-th receive, first in first out (MPI's non-overtaking rule).
+
+Network (single port, full duplex): every rank has a send port and a receive port.
+A message of n bytes from a to b holds a's send port and b's receive port for
+alpha + n*beta seconds, from
+    eager (n <= eager_limit):  start = max(send posted, send_free[a], recv_free[b])
+    rendezvous (larger):       start = max(send posted, recv posted, send_free[a], recv_free[b])
+to end = start + alpha + n*beta; both ports are then free at `end`. The send completes
+at `end`; the receive at max(recv posted, end). Ports are booked in the order the
+scheduler runs the posts (lowest clock first), which is time order for rings, trees
+and gathers; when a rank runs ahead and books a receiver's port before an earlier
+message of another rank, that earlier message queues behind it.
+
+Eager sends copy the tensor when posted (the sender may reuse its buffer at once);
+rendezvous sends copy it straight into the receive buffer when the receive is posted.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+import torch
+
+from .backend import Work
+from .errors import MessageMismatchError
+from .wire import check_match
+
+MAX_IN_FLIGHT = 64   # buffered eager messages per rank before it lets others run first
+
+
+class SendWork(Work):
+    """A posted send. `end` is the simulated time it completes, None until known."""
+
+    __slots__ = ("backend", "dst", "tag", "op", "tensor", "posted", "eager", "arrival",
+                 "end", "error", "waiter")
+
+    def __init__(self, backend, tensor: torch.Tensor, dst: int, tag: int, op: str,
+                 posted: float, eager: bool):
+        self.backend, self.tensor, self.dst, self.tag, self.op = backend, tensor, dst, tag, op
+        self.posted, self.eager = posted, eager
+        self.arrival = None     # eager: when the message is at the receiver
+        self.end = None
+        self.error = None
+        self.waiter = None
+
+    def wait(self, timeout: float | None) -> None:
+        self.backend.scheduler.wait(self.backend.me, self)
+
+    def describe(self) -> tuple[str, tuple[int, ...], str]:
+        """(op text, world ranks it waits for, collective key) for deadlock reports."""
+        peer = self.backend.world_ranks[self.dst]
+        return f"{self.op}(dst={peer}, tag={self.tag})", (peer,), ""
+
+
+class RecvWork(Work):
+    """A posted receive into `buffer`. `error` is a MessageMismatchError, raised by wait()."""
+
+    __slots__ = ("backend", "src", "tag", "op", "buffer", "posted", "end", "error", "waiter")
+
+    def __init__(self, backend, buffer: torch.Tensor, src: int, tag: int, op: str, posted: float):
+        self.backend, self.buffer, self.src, self.tag, self.op = backend, buffer, src, tag, op
+        self.posted = posted
+        self.end = None
+        self.error = None
+        self.waiter = None
+
+    def wait(self, timeout: float | None) -> None:
+        self.backend.scheduler.wait(self.backend.me, self)
+
+    def describe(self) -> tuple[str, tuple[int, ...], str]:
+        """(op text, world ranks it waits for, collective key) for deadlock reports."""
+        peer = self.backend.world_ranks[self.src]
+        return f"{self.op}(src={peer}, tag={self.tag})", (peer,), ""
+
+
+def post_send(backend, tensor: torch.Tensor, dst: int, tag: int, op: str) -> SendWork:
+    """Post a send of `tensor` from `backend`'s rank to its group rank `dst`. Cost: see module doc."""
+    sched = backend.scheduler
+    src_w, dst_w = backend.me, backend.world_ranks[dst]
+    limit = sched.network.eager_limit
+    nbytes = tensor.nbytes
+    eager = limit is None or nbytes <= limit
+    send = SendWork(backend, tensor, dst, tag, op, sched.slots[src_w].clock, eager)
+    key = (backend.key, src_w, dst_w, tag)
+    recvs = sched.pending_recvs.get(key)
+    if recvs:
+        recv = recvs.popleft()
+        if not recvs:
+            del sched.pending_recvs[key]
+        _transfer(sched, send, recv, src_w, dst_w, nbytes)
+        return send
+    if eager:                                       # on its way now, into a copy
+        send.tensor = (tensor.detach() if tensor.requires_grad else tensor).clone()
+        send.arrival = send.end = _book(sched, src_w, dst_w, send.posted, nbytes)
+    sends = sched.pending_sends.get(key)
+    if sends is None:
+        sends = sched.pending_sends[key] = deque()
+    sends.append(send)
+    if eager:
+        slot = sched.slots[src_w]
+        slot.in_flight += 1
+        if slot.in_flight > MAX_IN_FLIGHT:          # far ahead of its receivers: let them catch up
+            sched.yield_turn(src_w)
+    return send
+
+
+def post_recv(backend, buffer: torch.Tensor, src: int, tag: int, op: str) -> RecvWork:
+    """Post a receive into `buffer` on `backend`'s rank from its group rank `src`."""
+    sched = backend.scheduler
+    src_w, dst_w = backend.world_ranks[src], backend.me
+    recv = RecvWork(backend, buffer, src, tag, op, sched.slots[dst_w].clock)
+    key = (backend.key, src_w, dst_w, tag)
+    sends = sched.pending_sends.get(key)
+    if sends:
+        send = sends.popleft()
+        if not sends:
+            del sched.pending_sends[key]
+        if send.eager:
+            sched.slots[src_w].in_flight -= 1
+        _transfer(sched, send, recv, src_w, dst_w, send.tensor.nbytes)
+        return recv
+    recvs = sched.pending_recvs.get(key)
+    if recvs is None:
+        recvs = sched.pending_recvs[key] = deque()
+    recvs.append(recv)
+    return recv
+
+
+def _book(sched, src_w: int, dst_w: int, ready: float, nbytes: int) -> float:
+    """Hold src's send port and dst's receive port for one message ready at `ready`; return its end."""
+    net = sched.network
+    start = max(ready, sched.send_free[src_w], sched.recv_free[dst_w])
+    end = start + net.alpha + nbytes * net.beta
+    sched.send_free[src_w] = sched.recv_free[dst_w] = end
+    return end
+
+
+def _transfer(sched, send: SendWork, recv: RecvWork, src_w: int, dst_w: int, nbytes: int) -> None:
+    """Match `send` with `recv`: time both, copy the data, wake whoever waits on them."""
+    if send.arrival is None:
+        ready = send.posted if send.eager else max(send.posted, recv.posted)
+        send.arrival = send.end = _book(sched, src_w, dst_w, ready, nbytes)
+        sched.wake(send.waiter, send.end)
+    recv.end = max(recv.posted, send.arrival)
+    buffer, data = recv.buffer, send.tensor
+    if buffer.dtype == data.dtype and buffer.shape == data.shape:
+        (buffer.detach() if buffer.requires_grad else buffer).copy_(data)
+    else:
+        backend = recv.backend
+        try:
+            check_match(buffer, data.dtype, tuple(data.shape), send.op, recv.op,
+                        backend.rank_name(backend.rank), backend.rank_name(recv.src), recv.tag)
+        except MessageMismatchError as exc:
+            recv.error = exc
+    send.tensor = None                              # drop the copy (or the reference)
+    sched.wake(recv.waiter, recv.end)
