@@ -73,7 +73,11 @@ def detect_external() -> ExternalJob | None:
     rank, size = _int("RANK"), _int("WORLD_SIZE")
     if rank is not None and size is not None and "MASTER_ADDR" in os.environ:
         launcher = "minitorch_dist.run" if "MINITORCH_DIST_RUN" in os.environ else "torchrun"
-        return ExternalJob(launcher, rank, size, os.environ["MASTER_ADDR"], _int("MASTER_PORT") or 29500)
+        port = _int("MASTER_PORT")
+        if not port:
+            raise RuntimeError(f"{launcher} set MASTER_PORT={os.environ.get('MASTER_PORT')!r}: give a real "
+                               f"port (e.g. torchrun --master-port 29500), not 0")
+        return ExternalJob(launcher, rank, size, os.environ["MASTER_ADDR"], port)
     mpi = mpi_rank_and_size()
     if mpi is not None:
         return ExternalJob("mpirun", mpi[0], mpi[1])

@@ -10,6 +10,7 @@ launcher stops the others.
 
 from __future__ import annotations
 
+import atexit
 import datetime
 import itertools
 import pickle
@@ -67,7 +68,18 @@ def _world_for(job: ExternalJob, backend: str):
         from .gloo import GlooBackend
         world = GlooBackend(store, job.rank, job.world_size, tuple(range(job.world_size)), "external/world")
     _world.update(name=backend, backend=world, store=store)
+    atexit.register(_close_world)
     return world, store
+
+
+def _close_world() -> None:
+    """At exit, on every rank: end the world group's listener before its connections go away."""
+    world = _world.pop("backend", None)
+    if world is not None:
+        try:
+            world.close()
+        except Exception:  # noqa: BLE001 - a peer is already gone; the process is ending anyway
+            pass
 
 
 def _all_gather_objects(backend, obj, deadline: float | None) -> list:
@@ -105,12 +117,13 @@ def run_external(fn, world_size, job: ExternalJob, args, kwargs, backend, deadli
                      lambda rid: BoardTracker(store, job.rank, job.world_size, prefix=rid))
     if reply[0] == "error":
         f = reply[1]
-        sys.stderr.write(f"[rank {job.rank}] {f['traceback']}")
-        sys.stderr.flush()
-        if job.launcher == "mpirun":
+        error = RankError(f["rank"], job.world_size, f["exc_type"], f["message"], f["traceback"])
+        if job.launcher == "mpirun":   # end the whole job now: the other ranks would wait forever
+            sys.stderr.write(f"[rank {job.rank}] {error}\n")
+            sys.stderr.flush()
             from mpi4py import MPI
             MPI.COMM_WORLD.Abort(1)
-        raise RankError(f["rank"], job.world_size, f["exc_type"], f["message"], f["traceback"])
+        raise error
     _, value, counters, events = reply
     gathered = _all_gather_objects(world, (value, counters, events), deadline)
     return RunResult([g[0] for g in gathered], [g[1] for g in gathered],

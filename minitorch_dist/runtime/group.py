@@ -30,7 +30,7 @@ from .deadlock import format_report
 from .errors import CollectivesDisabledError, DeadlockError
 from .trace import Recorder
 from .tracker import OpTracker
-from .wire import MAX_TAG
+from .wire import MAX_TAG, check_match
 
 
 @dataclass
@@ -242,10 +242,15 @@ class Group:
         """Send `send_tensor` to `dst` while receiving `recv_tensor` from `src`; return it.
 
         Both directions are in flight at once, so a ring step (send right, receive left)
-        cannot deadlock. Cost: alpha + n*s*beta (full-duplex links).
+        cannot deadlock. Cost: alpha + n*s*beta (full-duplex links). With dst == src ==
+        this rank (a ring of one) it is a local copy.
         """
         for t, name in ((send_tensor, "send_tensor"), (recv_tensor, "recv_tensor")):
             self._check_tensor(t, "sendrecv", name)
+        if dst == src == self.rank:      # a ring of one: the exchange is a local copy, no message
+            check_match(recv_tensor, send_tensor.dtype, tuple(send_tensor.shape), "sendrecv", "sendrecv",
+                        f"rank {self.rank}", f"rank {self.rank}", tag)
+            return recv_tensor.copy_(send_tensor)
         self._check_peer(dst, "sendrecv", "dst")
         self._check_peer(src, "sendrecv", "src")
         self._check_tag(tag, "sendrecv")
