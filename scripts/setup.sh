@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# One-step setup on a fresh machine: a virtual environment in .venv with torch 2.13.0 (CPU),
+# numpy, mpi4py with MPICH from PyPI (mpirun/mpiexec land in .venv/bin), jupyter, nbgrader,
+# pytest, and minitorch_dist in editable mode.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PYTHON="${PYTHON:-python3}"
+if [ ! -x .venv/bin/python ]; then
+  "$PYTHON" -m venv .venv
+fi
+.venv/bin/python -m pip install --quiet --upgrade pip
+# torch first and pinned: an unpinned torch would pull several GB of CUDA packages.
+.venv/bin/python -m pip install --quiet "torch==2.13.0"
+.venv/bin/python -m pip install --quiet -e ".[dev]"
+.venv/bin/python -c "import torch, mpi4py, minitorch_dist; print('minitorch_dist ready: torch', torch.__version__)"
