@@ -23,6 +23,26 @@ def _env(**extra):
     return env
 
 
+def _run(cmd, timeout=120, **kwargs):
+    """subprocess.run in its own session; on timeout the whole session is killed (no stray ranks)."""
+    p = subprocess.Popen(cmd, start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True, **kwargs)
+    try:
+        out, err = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        _kill_session(p)
+        raise
+    return subprocess.CompletedProcess(cmd, p.returncode, out, err)
+
+
+def _kill_session(p) -> None:
+    try:
+        os.killpg(p.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    p.communicate()
+
+
 def _result(stdout: str) -> dict:
     lines = [line for line in stdout.splitlines() if "RESULT " in line]
     assert len(lines) == 1, stdout
@@ -48,7 +68,7 @@ def _pids_gone(pids, timeout=5.0) -> bool:
 
 
 def test_plain_script():
-    out = subprocess.run([sys.executable, SCRIPT, "-n", "3"], env=_env(), capture_output=True, text=True, timeout=120)
+    out = _run([sys.executable, SCRIPT, "-n", "3"], env=_env())
     assert out.returncode == 0, out.stderr
     res = _result(out.stdout)
     assert res["launcher"] == "local"
@@ -57,8 +77,7 @@ def test_plain_script():
 
 @pytest.mark.parametrize("p", [1, 3])
 def test_minitorch_dist_run(p):
-    out = subprocess.run([sys.executable, "-m", "minitorch_dist.run", "-n", str(p), SCRIPT], env=_env(),
-                         capture_output=True, text=True, timeout=120)
+    out = _run([sys.executable, "-m", "minitorch_dist.run", "-n", str(p), SCRIPT], env=_env())
     assert out.returncode == 0, out.stderr
     res = _result(out.stdout)
     assert res["launcher"] == "minitorch_dist.run"
@@ -68,8 +87,8 @@ def test_minitorch_dist_run(p):
 
 def test_minitorch_dist_run_failure_stops_everyone():
     start = time.monotonic()
-    out = subprocess.run([sys.executable, "-m", "minitorch_dist.run", "-n", "3", SCRIPT, "--fail-rank", "1",
-                          "--sleep", "0"], env=_env(), capture_output=True, text=True, timeout=120)
+    out = _run([sys.executable, "-m", "minitorch_dist.run", "-n", "3", SCRIPT, "--fail-rank", "1",
+                "--sleep", "0"], env=_env())
     assert out.returncode != 0
     assert "[rank 1]" in out.stderr and "planned failure on rank 1" in out.stderr
     assert "rank 1 failed" in out.stderr and time.monotonic() - start < 60
@@ -77,8 +96,8 @@ def test_minitorch_dist_run_failure_stops_everyone():
 
 def test_torchrun():
     torchrun = os.path.join(BIN, "torchrun")
-    out = subprocess.run([torchrun, "--nproc-per-node", "2", "--master-port", str(_free_port()), SCRIPT], env=_env(),
-                         capture_output=True, text=True, timeout=180)
+    out = _run([torchrun, "--nproc-per-node", "2", "--master-port", str(_free_port()), SCRIPT], env=_env(),
+               timeout=180)
     assert out.returncode == 0, out.stderr[-3000:]
     res = _result(out.stdout)
     assert res["launcher"] == "torchrun"
@@ -96,8 +115,13 @@ def test_srun_environment():
         env = _env(SLURM_PROCID=str(rank), SLURM_LOCALID=str(rank), SLURM_STEP_ID="0", SLURM_JOB_ID=job_id,
                    SLURM_STEP_NUM_TASKS="3", SLURM_NTASKS="3", SLURM_NNODES="1")
         procs.append(subprocess.Popen([sys.executable, SCRIPT], env=env, stdout=subprocess.PIPE,
-                                      stderr=subprocess.PIPE, text=True))
-    outs = [p.communicate(timeout=120) for p in procs]
+                                      stderr=subprocess.PIPE, text=True, start_new_session=True))
+    try:
+        outs = [p.communicate(timeout=120) for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                _kill_session(p)
     assert all(p.returncode == 0 for p in procs), [o[1][-2000:] for o in outs]
     res = _result(outs[0][0])
     assert res["launcher"] == "srun"
@@ -111,17 +135,23 @@ def _free_port():
 
 def test_two_jobs_at_once_do_not_collide():
     procs = [subprocess.Popen([sys.executable, SCRIPT, "-n", "2", "--sleep", "0.5"], env=_env(),
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
-    for p in procs:
-        out, err = p.communicate(timeout=120)
-        assert p.returncode == 0, err
-        _check_ring(_result(out), 2)
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+             for _ in range(2)]
+    try:
+        for p in procs:
+            out, err = p.communicate(timeout=120)
+            assert p.returncode == 0, err
+            _check_ring(_result(out), 2)
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                _kill_session(p)
 
 
 def test_keyboard_interrupt_leaves_no_process():
     import psutil
     p = subprocess.Popen([sys.executable, SCRIPT, "-n", "3", "--sleep", "60"], env=_env(),
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     deadline = time.monotonic() + 60
     while len(psutil.Process(p.pid).children(recursive=True)) < 3 and time.monotonic() < deadline:
         time.sleep(0.1)
@@ -129,7 +159,10 @@ def test_keyboard_interrupt_leaves_no_process():
     assert len(kids) >= 3
     time.sleep(0.5)
     p.send_signal(signal.SIGINT)
-    out, err = p.communicate(timeout=30)
+    try:
+        out, err = p.communicate(timeout=30)
+    finally:
+        _kill_kids(kids)
     assert "KeyboardInterrupt" in err
     assert _pids_gone(kids), "rank processes survived Ctrl-C"
 
@@ -137,19 +170,29 @@ def test_keyboard_interrupt_leaves_no_process():
 def test_parent_killed_leaves_no_process():
     import psutil
     p = subprocess.Popen([sys.executable, SCRIPT, "-n", "2", "--sleep", "60"], env=_env(),
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
     deadline = time.monotonic() + 60
     while len(psutil.Process(p.pid).children(recursive=True)) < 2 and time.monotonic() < deadline:
         time.sleep(0.1)
     kids = [c.pid for c in psutil.Process(p.pid).children(recursive=True)]
     p.kill()
     p.wait()
-    assert _pids_gone(kids), "rank processes outlived a killed caller"
+    gone = _pids_gone(kids)
+    _kill_kids(kids)
+    assert gone, "rank processes outlived a killed caller"
+
+
+def _kill_kids(pids) -> None:
+    """Clean up after a failed check, so one failure does not leave processes for the next test."""
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
 
 
 def test_spawn_start_method():
-    out = subprocess.run([sys.executable, SCRIPT, "-n", "2"], env=_env(MINITORCH_DIST_START="spawn"),
-                         capture_output=True, text=True, timeout=180)
+    out = _run([sys.executable, SCRIPT, "-n", "2"], env=_env(MINITORCH_DIST_START="spawn"), timeout=180)
     assert out.returncode == 0, out.stderr
     _check_ring(_result(out.stdout), 2)
 
