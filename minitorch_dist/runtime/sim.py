@@ -11,8 +11,9 @@
 
 One rank runs at a time (sim_scheduler.py), so runs are deterministic and a
 deadlock is reported the moment it happens, with the wait-for cycle. Messages
-follow a single-port full-duplex alpha-beta model (sim_p2p.py); the provided
-collectives are computed directly and charged by the cost model (sim_collectives.py).
+follow a single-port full-duplex alpha-beta model (sim_p2p.py, port timetables in
+sim_ports.py); the provided collectives are computed directly and charged by the
+cost model (sim_collectives.py).
 A thousand ranks fit on a laptop: threads get small stacks, and eager sends let a
 ring step finish without a thread switch.
 """
@@ -77,6 +78,7 @@ class SimBackend(Backend):
         self.world_ranks = world_ranks
         self.key = key
         self.me = world_ranks[rank]        # this rank's world rank
+        self.slot = scheduler.slots[self.me]
         self.is_world = is_world
         self.collective_calls = 0
 
@@ -115,10 +117,10 @@ class SimBackend(Backend):
         return SimBackend(self.scheduler, ranks.index(self.rank), world, key, is_world=False)
 
     def now(self) -> float:
-        return self.scheduler.slots[self.me].clock
+        return self.slot.clock
 
     def compute(self, seconds: float) -> None:
-        self.scheduler.slots[self.me].clock += seconds
+        self.slot.clock += seconds
 
 
 def run_sim(fn, world_size: int, args=(), kwargs=None, *, network: SimNetwork | None = None,

@@ -75,13 +75,14 @@ def enter(backend, kind: str, tensor: torch.Tensor | None = None, out: torch.Ten
 def _complete(backend, kind: str, entries: list[_Entry]) -> None:
     sched = backend.scheduler
     start = max(e.clock for e in entries)
-    error = _mismatch(backend, entries)
+    problem = _mismatch(backend, entries)
     cost = 0.0
-    if error is None:
+    if problem is None:
         cost = _compute(kind, entries, sched.network)
     for e in entries:
         e.work.end = start + cost
-        e.work.error = error
+        if problem is not None:            # one exception object per rank: each gets its traceback
+            e.work.error = MessageMismatchError(problem)
         sched.wake(e.work.waiter, e.work.end)
 
 
@@ -100,8 +101,8 @@ def _signature(e: _Entry) -> str:
     return f"{kind}({arg}{what})"
 
 
-def _mismatch(backend, entries: list[_Entry]) -> MessageMismatchError | None:
-    """A clear error when the members called different collectives, ops, dtypes or shapes."""
+def _mismatch(backend, entries: list[_Entry]) -> str | None:
+    """The error text when the members called different collectives, ops, dtypes or shapes."""
     first = _key(entries[0])
     if all(_key(e) == first for e in entries):
         return None
@@ -109,7 +110,7 @@ def _mismatch(backend, entries: list[_Entry]) -> MessageMismatchError | None:
     for r, e in enumerate(entries):
         by_sig.setdefault(_signature(e), []).append(r)
     parts = [f"ranks {ranks} called {sig}" for sig, ranks in by_sig.items()]
-    return MessageMismatchError(
+    return (
         f"collective call #{backend.collective_calls} of group {backend.key}: the members disagree: "
         + "; ".join(parts) + ". What to do: every rank of a group must make the same collective "
         "calls in the same order, with the same op, dtype and shape.")

@@ -5,14 +5,12 @@ on a channel meets the k-th receive, first in first out (MPI's non-overtaking ru
 
 Network (single port, full duplex): every rank has a send port and a receive port.
 A message of n bytes from a to b holds a's send port and b's receive port for
-alpha + n*beta seconds, from
-    eager (n <= eager_limit):  start = max(send posted, send_free[a], recv_free[b])
-    rendezvous (larger):       start = max(send posted, recv posted, send_free[a], recv_free[b])
-to end = start + alpha + n*beta; both ports are then free at `end`. The send completes
-at `end`; the receive at max(recv posted, end). Ports are booked in the order the
-scheduler runs the posts (lowest clock first), which is time order for rings, trees
-and gathers; when a rank runs ahead and books a receiver's port before an earlier
-message of another rank, that earlier message queues behind it.
+alpha + n*beta seconds, from the earliest start >= ready at which both are free
+(sim_ports.py; with bookings in time order: max(ready, send_free[a], recv_free[b])):
+    eager (n <= eager_limit):  ready = send posted
+    rendezvous (larger):       ready = max(send posted, recv posted)
+to end = start + alpha + n*beta. The send completes at `end`; the receive at
+max(recv posted, end).
 
 Eager sends copy the tensor when posted (the sender may reuse its buffer at once);
 rendezvous sends copy it straight into the receive buffer when the receive is posted.
@@ -26,6 +24,7 @@ import torch
 
 from .backend import Work
 from .errors import MessageMismatchError
+from .sim_ports import book_transfer
 from .wire import check_match
 
 MAX_IN_FLIGHT = 64   # buffered eager messages per rank before it lets others run first
@@ -47,7 +46,7 @@ class SendWork(Work):
         self.waiter = None
 
     def wait(self, timeout: float | None) -> None:
-        self.backend.scheduler.wait(self.backend.me, self)
+        _wait(self)
 
     def describe(self) -> tuple[str, tuple[int, ...], str]:
         """(op text, world ranks it waits for, collective key) for deadlock reports."""
@@ -68,12 +67,21 @@ class RecvWork(Work):
         self.waiter = None
 
     def wait(self, timeout: float | None) -> None:
-        self.backend.scheduler.wait(self.backend.me, self)
+        _wait(self)
 
     def describe(self) -> tuple[str, tuple[int, ...], str]:
         """(op text, world ranks it waits for, collective key) for deadlock reports."""
         peer = self.backend.world_ranks[self.src]
         return f"{self.op}(src={peer}, tag={self.tag})", (peer,), ""
+
+
+def _wait(work) -> None:
+    """Work.wait: the clock jumps to `end` when the work is done, else the scheduler blocks."""
+    end, slot = work.end, work.backend.slot
+    if end is None or work.error is not None:
+        work.backend.scheduler.wait(work.backend.me, work)
+    elif end > slot.clock:
+        slot.clock = end
 
 
 def post_send(backend, tensor: torch.Tensor, dst: int, tag: int, op: str) -> SendWork:
@@ -83,7 +91,7 @@ def post_send(backend, tensor: torch.Tensor, dst: int, tag: int, op: str) -> Sen
     limit = sched.network.eager_limit
     nbytes = tensor.nbytes
     eager = limit is None or nbytes <= limit
-    send = SendWork(backend, tensor, dst, tag, op, sched.slots[src_w].clock, eager)
+    send = SendWork(backend, tensor, dst, tag, op, backend.slot.clock, eager)
     key = (backend.key, src_w, dst_w, tag)
     recvs = sched.pending_recvs.get(key)
     if recvs:
@@ -100,7 +108,7 @@ def post_send(backend, tensor: torch.Tensor, dst: int, tag: int, op: str) -> Sen
         sends = sched.pending_sends[key] = deque()
     sends.append(send)
     if eager:
-        slot = sched.slots[src_w]
+        slot = backend.slot
         slot.in_flight += 1
         if slot.in_flight > MAX_IN_FLIGHT:          # far ahead of its receivers: let them catch up
             sched.yield_turn(src_w)
@@ -111,7 +119,7 @@ def post_recv(backend, buffer: torch.Tensor, src: int, tag: int, op: str) -> Rec
     """Post a receive into `buffer` on `backend`'s rank from its group rank `src`."""
     sched = backend.scheduler
     src_w, dst_w = backend.world_ranks[src], backend.me
-    recv = RecvWork(backend, buffer, src, tag, op, sched.slots[dst_w].clock)
+    recv = RecvWork(backend, buffer, src, tag, op, backend.slot.clock)
     key = (backend.key, src_w, dst_w, tag)
     sends = sched.pending_sends.get(key)
     if sends:
@@ -132,10 +140,10 @@ def post_recv(backend, buffer: torch.Tensor, src: int, tag: int, op: str) -> Rec
 def _book(sched, src_w: int, dst_w: int, ready: float, nbytes: int) -> float:
     """Hold src's send port and dst's receive port for one message ready at `ready`; return its end."""
     net = sched.network
-    start = max(ready, sched.send_free[src_w], sched.recv_free[dst_w])
-    end = start + net.alpha + nbytes * net.beta
-    sched.send_free[src_w] = sched.recv_free[dst_w] = end
-    return end
+    duration = net.alpha + nbytes * net.beta
+    start = book_transfer(sched.send_ports[src_w], sched.recv_ports[dst_w], ready, duration,
+                          sched.horizon)
+    return start + duration
 
 
 def _transfer(sched, send: SendWork, recv: RecvWork, src_w: int, dst_w: int, nbytes: int) -> None:

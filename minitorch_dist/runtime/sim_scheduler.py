@@ -4,8 +4,10 @@ Every rank is a thread of one process, but only the thread holding the baton run
 A rank runs until it waits on an operation that has not completed; it then passes
 the baton to the runnable rank with the lowest (clock, rank) and sleeps on its own
 lock. Whoever completes the operation (another rank posting the matching send, the
-last member entering a collective) makes the sleeper runnable again. So a run is
-one deterministic sequence of steps: same results, same simulated times, every run.
+last member entering a collective) makes the sleeper runnable again. A rank that
+has buffered many eager messages nobody received yet also steps aside (yield_turn),
+so that copies do not pile up. So a run is one deterministic sequence of steps:
+same results, same simulated times, every run.
 
 When no rank is runnable but some are blocked, nothing can ever complete: every
 blocked rank's wait raises DeadlockError with the wait-for report (deadlock.py).
@@ -22,6 +24,7 @@ import threading
 
 from .deadlock import BLOCKED, FAILED, FINISHED, RUNNING, RankState, format_report
 from .errors import DeadlockError, PeerFailedError
+from .sim_ports import Port
 from .tracker import OpTracker
 
 
@@ -51,7 +54,7 @@ class Scheduler:
 
     Attributes read by the p2p and collective code (sim_p2p.py, sim_collectives.py):
         slots: RankSlot per world rank; slots[r].clock is rank r's clock.
-        send_free, recv_free: per world rank, the time its send / receive port is free.
+        send_ports, recv_ports: per world rank, the timetable of its send / receive port.
         pending_sends, pending_recvs: channel (group key, src, dst, tag) -> deque.
         collectives: (group key, call number) -> the collective being entered.
     """
@@ -60,8 +63,8 @@ class Scheduler:
         self.world_size = world_size
         self.network = network
         self.slots = [RankSlot(r) for r in range(world_size)]
-        self.send_free = [0.0] * world_size
-        self.recv_free = [0.0] * world_size
+        self.send_ports = [Port() for _ in range(world_size)]
+        self.recv_ports = [Port() for _ in range(world_size)]
         self.pending_sends: dict = {}
         self.pending_recvs: dict = {}
         self.collectives: dict = {}
@@ -177,6 +180,10 @@ class Scheduler:
         if not self._runnable:
             return None
         return heapq.heappop(self._runnable)[1]
+
+    def horizon(self) -> float:
+        """The lowest clock of the ranks still running: no message can be ready earlier."""
+        return min((s.clock for s in self.slots if s.status not in (FINISHED, FAILED)), default=0.0)
 
     # -- failures and deadlocks ---------------------------------------------------------------
     def _abort(self, rank: int | None, reason: str) -> None:

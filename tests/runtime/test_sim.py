@@ -5,6 +5,7 @@ Run: pytest tests/runtime/test_sim.py -s   (-s shows the wall times of the large
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 
@@ -15,6 +16,7 @@ from minitorch_dist.runtime import cost_model
 from minitorch_dist.runtime.errors import (CollectivesDisabledError, DeadlockError,
                                            MessageMismatchError, PeerFailedError, RankError)
 from minitorch_dist.runtime.sim import SimNetwork, run_sim
+from minitorch_dist.runtime.sim_ports import Port, book_transfer
 
 SIZES = [1, 2, 3, 4, 5, 6, 7, 8]
 P2P_SIZES = [2, 3, 4, 5, 7, 8]
@@ -306,6 +308,74 @@ def test_time_of_binomial_broadcast(p):
     res = run_sim(main, p, network=NET)
     assert all(torch.equal(x, torch.full((64,), 7.0)) for x in res)
     assert res.sim_time == pytest.approx(cost_model.binomial_broadcast(p, 256, 1e-5, 1e-9), rel=1e-12)
+
+
+@pytest.mark.parametrize("p", [2, 4, 8, 64])
+def test_time_of_recursive_doubling(p):
+    def main(group):                                          # partners r ^ 1, r ^ 2, r ^ 4, ...
+        r = group.rank
+        x, buf = torch.full((32,), float(r)), torch.empty(32)
+        k = 1
+        while k < p:
+            group.sendrecv(x, r ^ k, buf, r ^ k)
+            x += buf
+            k *= 2
+        return x
+
+    res = run_sim(main, p, network=NET)
+    assert all(torch.equal(x, torch.full((32,), p * (p - 1) / 2)) for x in res)
+    assert res.sim_time == pytest.approx(math.log2(p) * cost_model.p2p(128, 1e-5, 1e-9), rel=1e-12)
+
+
+@pytest.mark.parametrize("p,m", [(3, 1), (5, 4), (64, 8)])
+def test_time_of_pipelined_chain(p, m):
+    def main(group):                                          # chunks flow 0 -> 1 -> ... -> p-1
+        r = group.rank
+        x = torch.full((8 * m,), 5.0) if r == 0 else torch.zeros(8 * m)
+        handles = []
+        for chunk in x.chunk(m):
+            if r > 0:
+                group.recv(chunk, r - 1)
+            if r < p - 1:
+                handles.append(group.isend(chunk, r + 1))
+        for h in handles:
+            h.wait()
+        return x
+
+    res = run_sim(main, p, network=NET)
+    assert all(torch.equal(x, torch.full((8 * m,), 5.0)) for x in res)
+    assert res.sim_time == pytest.approx((p - 2 + m) * cost_model.p2p(32, 1e-5, 1e-9), rel=1e-12)
+
+
+def test_time_does_not_depend_on_the_order_ranks_run():
+    p = 6
+
+    def main(group):                # rank 1 runs first but sends last in simulated time
+        r = group.rank
+        if r == 0:
+            return [group.recv(torch.empty(10), q)[0].item() for q in range(1, p)]
+        group.compute((p - r) * 1e-3)
+        group.send(torch.full((10,), float(r)), 0)
+        return None
+
+    res = run_sim(main, p, network=NET)
+    assert res[0] == [1.0, 2.0, 3.0, 4.0, 5.0]
+    assert res.sim_time == pytest.approx((p - 1) * 1e-3 + cost_model.p2p(40, 1e-5, 1e-9), rel=1e-12)
+
+
+def test_port_timetable():
+    port = Port()
+    port.book(2.0, 3.0)
+    port.book(0.0, 1.0)                                      # out of order: a gap stays
+    port.book(1.0, 2.0)                                      # fills the gap: all merged
+    assert (port.starts, port.ends) == ([0.0], [3.0])
+    assert port.conflict(2.5, 4.0) == 3.0 and port.conflict(3.0, 4.0) is None
+    other = Port()
+    other.book(3.0, 5.0)
+    assert book_transfer(port, other, 0.5, 1.0, lambda: 0.0) == 5.0   # both free from 5
+    assert book_transfer(Port(), other, 1.0, 2.0, lambda: 0.0) == 1.0  # fits before
+    port.prune(4.0)
+    assert (port.starts, port.ends) == ([5.0], [6.0])
 
 
 def test_rendezvous_waits_for_the_receive():
