@@ -97,7 +97,7 @@ def _describe(rank: int, state: RankState | None) -> str:
     if state is None:
         return f"rank {rank}: no state reported (it may not have started, or is busy in its own code)"
     if state.status == BLOCKED:
-        return f"rank {rank}: waits in {state.op} for {state.since:.1f} s"
+        return f"rank {rank}: waits in {state.op} for {state.since:.3g} s"
     if state.status == RUNNING:
         return f"rank {rank}: running its own code, not blocked in a communication op"
     if state.status == FINISHED:
