@@ -21,72 +21,17 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
-from dataclasses import dataclass, field
 
 import torch
 
 from .backend import REDUCE_OPS, Backend, DeadlineExpired, Work
+from .context import RankContext
 from .deadlock import format_report
 from .errors import CollectivesDisabledError, DeadlockError
-from .trace import Recorder
-from .tracker import OpTracker
+from .handle import Handle, wait_all
 from .wire import MAX_TAG, check_match
 
-
-@dataclass
-class RankContext:
-    """What all groups of one rank share: identity, limits, counters, state for deadlock reports."""
-
-    world_rank: int
-    world_size: int
-    deadline: float | None = 60.0     # seconds a blocking op may wait; None: forever
-    collectives: bool = True          # the provided collectives are allowed
-    recorder: Recorder | None = None
-    tracker: OpTracker | None = None
-    t0: float = 0.0                   # perf_counter() at the start of the run
-    run_id: str = "run"               # unique per run: keeps rendezvous keys of sub-groups apart
-    subgroups: list = field(default_factory=list)   # backends created in this run, closed at its end
-
-    def __post_init__(self):
-        if self.recorder is None:
-            self.recorder = Recorder(self.world_rank)
-        if self.tracker is None:
-            self.tracker = OpTracker()
-
-
-class Handle:
-    """A posted isend or irecv. `wait()` blocks until it is done and returns the tensor."""
-
-    def __init__(self, group: "Group", work: Work, op: str, peer: int, tag: int,
-                 nbytes: int, start: float, result: torch.Tensor, staging: torch.Tensor | None):
-        self._group, self._work, self._op, self._peer, self._tag = group, work, op, peer, tag
-        self._nbytes, self._start, self._result, self._staging = nbytes, start, result, staging
-        self._done = False
-
-    @property
-    def done(self) -> bool:
-        """True once wait() has returned."""
-        return self._done
-
-    def wait(self) -> torch.Tensor:
-        """Block until the operation is done (or its deadline passes); return the tensor."""
-        if self._done:
-            return self._result
-        g = self._group
-        verb = "src" if self._op in ("recv", "irecv") else "dst"
-        g._wait(self._work, f"{self._op}({verb}={g.ranks[self._peer]}, tag={self._tag})",
-                (g.ranks[self._peer],))
-        if self._staging is not None:
-            self._result.copy_(self._staging)
-        self._done = True
-        g._ctx.recorder.event(self._op, g.ranks[self._peer], self._tag, self._nbytes,
-                              self._start, g._clock(), g.name)
-        return self._result
-
-
-def wait_all(handles) -> list[torch.Tensor]:
-    """Wait on every handle, in order; return their tensors."""
-    return [h.wait() for h in handles]
+__all__ = ["Group", "RankContext", "Handle", "wait_all"]
 
 
 def _nbytes(t: torch.Tensor) -> int:

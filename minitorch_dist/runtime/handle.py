@@ -1,0 +1,42 @@
+"""Handles of posted isend/irecv operations."""
+
+from __future__ import annotations
+
+import torch
+
+from .backend import Work
+
+
+class Handle:
+    """A posted isend or irecv. `wait()` blocks until it is done and returns the tensor."""
+
+    def __init__(self, group, work: Work, op: str, peer: int, tag: int,
+                 nbytes: int, start: float, result: torch.Tensor, staging: torch.Tensor | None):
+        self._group, self._work, self._op, self._peer, self._tag = group, work, op, peer, tag
+        self._nbytes, self._start, self._result, self._staging = nbytes, start, result, staging
+        self._done = False
+
+    @property
+    def done(self) -> bool:
+        """True once wait() has returned."""
+        return self._done
+
+    def wait(self) -> torch.Tensor:
+        """Block until the operation is done (or its deadline passes); return the tensor."""
+        if self._done:
+            return self._result
+        g = self._group
+        verb = "src" if self._op in ("recv", "irecv") else "dst"
+        g._wait(self._work, f"{self._op}({verb}={g.ranks[self._peer]}, tag={self._tag})",
+                (g.ranks[self._peer],))
+        if self._staging is not None:
+            self._result.copy_(self._staging)
+        self._done = True
+        g._ctx.recorder.event(self._op, g.ranks[self._peer], self._tag, self._nbytes,
+                              self._start, g._clock(), g.name)
+        return self._result
+
+
+def wait_all(handles) -> list[torch.Tensor]:
+    """Wait on every handle, in order; return their tensors."""
+    return [h.wait() for h in handles]
