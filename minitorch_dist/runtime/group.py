@@ -138,12 +138,16 @@ class Group:
         try:
             work.wait(ctx.deadline)
         except DeadlineExpired:
+            # The board keeps showing this rank in op_text (it never left it), so the other
+            # ranks' reports still see the whole cycle.
             states = ctx.tracker.snapshot()
             headline = (f"deadlock: {op_text} on rank {ctx.world_rank} did not complete within "
                         f"its {ctx.deadline:g} s deadline.")
             raise DeadlockError(format_report(headline, states, ctx.world_size)) from None
-        finally:
+        except BaseException:
             ctx.tracker.end()
+            raise
+        ctx.tracker.end()
 
     # -- point to point ----------------------------------------------------------------------
     def isend(self, tensor: torch.Tensor, dst: int, tag: int = 0, _op: str = "isend") -> Handle:

@@ -23,7 +23,7 @@ import cloudpickle
 import torch
 
 from .deadlock import FAILED, FINISHED, RUNNING
-from .errors import PeerFailedError
+from .errors import DeadlockError, PeerFailedError
 from .group import Group, RankContext
 from .trace import Recorder
 
@@ -84,7 +84,9 @@ def run_task(task: Task, backend, store, world_rank: int, world_size: int, track
         return ("ok", value, ctx.recorder.counters, ctx.recorder.events)
     except BaseException as exc:  # noqa: BLE001 - every failure goes back to the caller
         try:
-            ctx.tracker.set_status(FAILED, f"{type(exc).__name__}: {str(exc).splitlines()[0][:150] if str(exc) else ''}")
+            if not isinstance(exc, DeadlockError):   # a deadlocked rank stays shown in its op
+                ctx.tracker.set_status(FAILED, f"{type(exc).__name__}: "
+                                               f"{str(exc).splitlines()[0][:150] if str(exc) else ''}")
         except Exception:  # noqa: BLE001 - the store may be gone
             pass
         return ("error", failure(world_rank, exc))
