@@ -1,0 +1,272 @@
+"""The mpi backend under a real mpirun: every Group op at world sizes 1..8, faults, bandwidth.
+
+Each job runs `mpirun -n N python tests/runtime/mpi_scripts/<script>.py [case]`. The
+ranks check their own results and print `MTD_RESULT {json}` lines; the verdict is
+taken here, from those lines, the exit code and stderr. Skipped when mpi4py or an
+mpirun next to this Python (or on PATH) is missing.
+"""
+
+from __future__ import annotations
+
+import base64
+import importlib.util
+import json
+import os
+import pickle
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from minitorch_dist.runtime.backend import DeadlineExpired
+from minitorch_dist.runtime.mpi import _wait_request, running_under_mpirun
+from tests.runtime.exercise import check_exercise
+
+REPO = Path(__file__).resolve().parents[2]
+SCRIPTS = Path(__file__).resolve().parent / "mpi_scripts"
+_BIN = Path(sys.executable).parent
+
+
+def _find_mpirun() -> str | None:
+    for name in ("mpirun", "mpiexec"):
+        if (_BIN / name).exists():
+            return str(_BIN / name)
+    return shutil.which("mpirun") or shutil.which("mpiexec")
+
+
+MPIRUN = _find_mpirun()
+if importlib.util.find_spec("mpi4py") is None:
+    _SKIP = "mpi4py is not installed (pip install 'minitorch_dist[mpi]', i.e. mpi4py and mpich)"
+elif MPIRUN is None:
+    _SKIP = f"no mpirun/mpiexec in {_BIN} or on PATH (pip install mpich, or load your MPI module)"
+else:
+    _SKIP = None
+needs_mpirun = pytest.mark.skipif(_SKIP is not None, reason=_SKIP or "")
+pytestmark = pytest.mark.mpi
+
+
+@dataclass
+class Job:
+    returncode: int
+    stdout: str
+    stderr: str
+    seconds: float
+    token: str
+
+    @property
+    def exercise(self) -> list[dict]:
+        """Every rank's exercise() results, as ops.py's rank 0 printed them."""
+        for line in self.stdout.splitlines():
+            if line.startswith("MTD_EXERCISE "):
+                return pickle.loads(base64.b64decode(line.split(" ", 1)[1]))
+        raise AssertionError(f"no MTD_EXERCISE line\n{self.describe()}")
+
+    @property
+    def results(self) -> list[dict]:
+        """The MTD_RESULT objects printed (a line holds one object or a list), sorted by rank."""
+        found = []
+        for line in self.stdout.splitlines():
+            if line.startswith("MTD_RESULT "):
+                value = json.loads(line.split(" ", 1)[1])
+                found += value if isinstance(value, list) else [value]
+        return sorted(found, key=lambda r: r.get("rank", 0))
+
+    def describe(self) -> str:
+        return (f"exit code {self.returncode} after {self.seconds:.1f} s\n--- stdout ---\n"
+                f"{self.stdout[-4000:]}\n--- stderr ---\n{self.stderr[-4000:]}")
+
+
+def run_job(script: str, n: int, *args: str, timeout: float = 120.0) -> Job:
+    """mpirun -n n python mpi_scripts/script args...; every process tagged with a unique token."""
+    token = uuid.uuid4().hex
+    env = dict(os.environ, MTD_TEST_TOKEN=token,
+               PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
+    cmd = [MPIRUN, "-n", str(n), sys.executable, str(SCRIPTS / script), *args]
+    start = time.perf_counter()
+    proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+        _kill_tagged(token)
+        pytest.fail(f"`{' '.join(cmd)}` did not finish within {timeout} s\n{err[-4000:]}")
+    return Job(proc.returncode, out, err, time.perf_counter() - start, token)
+
+
+def _tagged_pids(token: str) -> list[int]:
+    """Processes whose environment holds MTD_TEST_TOKEN=token (mpirun, its proxies, the ranks)."""
+    needle = f"MTD_TEST_TOKEN={token}".encode()
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if needle in (entry / "environ").read_bytes().split(b"\0"):
+                pids.append(int(entry.name))
+        except OSError:  # gone meanwhile, or not ours
+            continue
+    return pids
+
+
+def _kill_tagged(token: str) -> None:
+    if Path("/proc").is_dir():
+        for pid in _tagged_pids(token):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+
+
+def assert_no_leftovers(job: Job, grace: float = 5.0) -> None:
+    """No process of the job survives it (zombies count: nobody would reap them)."""
+    if not Path("/proc").is_dir():
+        pytest.skip("leftover-process check needs /proc (Linux)")
+    end = time.monotonic() + grace
+    while (pids := _tagged_pids(job.token)) and time.monotonic() < end:
+        time.sleep(0.1)
+    _kill_tagged(job.token)
+    assert not pids, f"processes of the job outlived it: {pids}\n{job.describe()}"
+
+
+# -- no MPI needed -------------------------------------------------------------------------
+
+class _FakeRequest:
+    """Completes on the k-th Test() (never when k is None)."""
+
+    def __init__(self, k: int | None):
+        self.k, self.calls = k, 0
+
+    def Test(self) -> bool:  # noqa: N802 - mpi4py's name
+        self.calls += 1
+        return self.k is not None and self.calls >= self.k
+
+
+def test_wait_request_honours_the_timeout():
+    start = time.perf_counter()
+    with pytest.raises(DeadlineExpired):
+        _wait_request(_FakeRequest(None), timeout=0.3)
+    took = time.perf_counter() - start
+    assert 0.3 <= took < 0.5, took
+
+
+def test_wait_request_returns_once_the_request_completes():
+    req = _FakeRequest(50)
+    _wait_request(req, timeout=5.0)
+    assert req.calls == 50
+    _wait_request(_FakeRequest(1), timeout=0.0)     # already complete: no deadline check first
+
+
+def test_running_under_mpirun(monkeypatch):
+    for name in ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "MPI_LOCALNRANKS"):
+        monkeypatch.delenv(name, raising=False)
+    assert not running_under_mpirun()
+    monkeypatch.setenv("PMI_SIZE", "4")
+    assert running_under_mpirun()
+
+
+def test_import_does_not_initialise_mpi():
+    code = "import sys, minitorch_dist.runtime.mpi; print('mpi4py.MPI' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True,
+                         env=dict(os.environ, PYTHONPATH=str(REPO)), timeout=60)
+    assert out.stdout.strip() == "False", out.stderr
+
+
+# -- every op, world sizes 1..8 ------------------------------------------------------------
+
+@needs_mpirun
+@pytest.mark.parametrize("world_size", [1, 2, 3, 4, 5, 6, 7, 8])
+def test_every_op(world_size):
+    job = run_job("ops.py", world_size)
+    assert job.returncode == 0, job.describe()
+    check_exercise(job.exercise)                   # the checks every backend passes
+    results = job.results
+    assert [r["rank"] for r in results] == list(range(world_size)), job.describe()
+    p = world_size
+    for r in results:
+        assert r["size"] == p and r["backend"] == "mpi"
+        assert r["failures"] == [], f"rank {r['rank']}: {r['failures']}"
+        v = r["values"]
+        assert v["all_reduce_sum"] == p * (p + 1) / 2
+        assert (v["all_reduce_max"], v["all_reduce_min"]) == (p, 1)
+        assert v["all_reduce_prod"] == 2 ** (p // 2)
+        assert v["all_reduce_avg"] == pytest.approx((p + 1) / 2)
+        assert v["all_gather_scalar"] == list(range(p))
+        k = 2 * r["rank"]
+        assert v["reduce_scatter_sum"] == [p * (p + 1) / 2 + p * k, p * (p + 1) / 2 + p * (k + 1)]
+        assert v["world_ranks"] == list(range(p))
+        # counters: exactly what the rank sent, received and reduced
+        assert r["counters"] == r["ledger"], f"rank {r['rank']}"
+    # across ranks: every message sent was received, byte for byte
+    totals = [sum(row[i] for r in results for row in r["counters"].values()) for i in (1, 2, 3, 4)]
+    assert totals[0] == totals[2] and totals[1] == totals[3], totals
+    if p > 1:
+        assert totals[0] > 0
+
+
+# -- failures ------------------------------------------------------------------------------
+
+@needs_mpirun
+def test_deadlock_ends_the_job_with_a_report():
+    job = run_job("faults.py", 2, "deadlock", timeout=90)
+    assert job.returncode != 0, job.describe()
+    assert "DeadlockError" in job.stderr, job.describe()
+    assert "wait-for cycle: 0 -> 1 -> 0" in job.stderr, job.describe()
+    assert "rank 0: waits in recv(src=1, tag=0)" in job.stderr, job.describe()
+    assert "rank 1: waits in recv(src=0, tag=0)" in job.stderr, job.describe()
+    assert "within its 3 s deadline" in job.stderr
+    assert_no_leftovers(job)
+
+
+@needs_mpirun
+def test_exception_on_one_rank_aborts_every_rank():
+    job = run_job("faults.py", 3, "raise", timeout=90)
+    assert job.returncode != 0, job.describe()
+    assert "[rank 1] Traceback (most recent call last):" in job.stderr, job.describe()
+    assert "[rank 1] ValueError: boom: rank 1 failed on purpose" in job.stderr, job.describe()
+    assert "DeadlockError" not in job.stderr        # ranks 0 and 2 did not wait out their 60 s
+    assert job.seconds < 40, f"the job took {job.seconds:.1f} s to end\n{job.describe()}"
+    assert_no_leftovers(job)
+
+
+@needs_mpirun
+def test_mismatched_recv_names_both_ranks_and_shapes():
+    job = run_job("faults.py", 2, "mismatch", timeout=90)
+    assert job.returncode == 0, job.describe()
+    (result,) = job.results
+    shape_error, dtype_error = result["errors"]
+    for text in ("recv on rank 1 from rank 0", "float32 of shape (3, 2)", "float32 of shape (2, 3)",
+                 "the shape differs", "torch.empty((2, 3), dtype=torch.float32)"):
+        assert text in shape_error, shape_error
+    for text in ("float32 of shape (4,)", "int64 of shape (4,)", "the dtype differs"):
+        assert text in dtype_error, dtype_error
+    assert result["after"] == [0.0, 1.0, 2.0, 3.0, 4.0]     # the channel still works afterwards
+    assert_no_leftovers(job)
+
+
+# -- bandwidth (measured and printed, not asserted) ----------------------------------------
+
+@needs_mpirun
+@pytest.mark.slow
+def test_bandwidth_group_vs_raw_mpi4py(capsys):
+    job = run_job("bandwidth.py", 2, timeout=240)
+    assert job.returncode == 0, job.describe()
+    (result,) = job.results
+    rows = result["rows"]
+    assert [row["bytes"] for row in rows] == [1 << 10, 1 << 20, 16 << 20, 64 << 20]
+    lines = ["ping-pong, 2 ranks, median round trip (bandwidth = 2 n / time)",
+             f"{'size':>8} | {'raw mpi4py':>22} | {'Group (mpi)':>22} | group/raw"]
+    for row in rows:
+        size = f"{row['bytes'] >> 20} MB" if row["bytes"] >= 1 << 20 else f"{row['bytes'] >> 10} KB"
+        lines.append(f"{size:>8} | {row['raw_GBps']:6.2f} GB/s {row['raw_us']:8.0f} us | "
+                     f"{row['group_GBps']:6.2f} GB/s {row['group_us']:8.0f} us | {row['ratio']:.2f}")
+    with capsys.disabled():
+        print("\n" + "\n".join(lines))
+    assert all(row["raw_GBps"] > 0 and row["group_GBps"] > 0 for row in rows)
