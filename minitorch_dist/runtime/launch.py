@@ -15,6 +15,7 @@ from __future__ import annotations
 import atexit
 import os
 import pickle
+import sys
 import time
 import uuid
 
@@ -22,6 +23,7 @@ from multiprocessing.connection import wait
 
 import cloudpickle
 
+from . import channel
 from .deadlock import format_report
 from .errors import LaunchError, RankError
 from .pool import Pool
@@ -93,7 +95,7 @@ def _collect(pool: Pool, task: Task, timeout: float | None) -> list[tuple]:
     """Send `task` to every rank; return their replies, or raise RankError / LaunchError."""
     n = pool.world_size
     for conn in pool.conns:
-        conn.send(("task", task))
+        channel.send(conn, ("task", task))
     replies: dict[int, tuple] = {}
     failures: list[dict] = []
     started, first_failure = time.monotonic(), None
@@ -179,7 +181,8 @@ def launch(fn, world_size: int | None = None, *, args=(), kwargs=None, backend: 
     payload = cloudpickle.dumps((fn, tuple(args), kwargs))
     started = time.perf_counter()
     pool = _get_pool(world_size, backend, start_method, fresh)
-    task = Task(uuid.uuid4().hex[:12], payload, deadline, collectives, trace, time.perf_counter())
+    task = Task(uuid.uuid4().hex[:12], payload, deadline, collectives, trace, time.perf_counter(),
+                tuple(sys.path))
     try:
         replies = _collect(pool, task, timeout)
     except BaseException:          # a failure, KeyboardInterrupt, a timeout: no rank survives it

@@ -28,6 +28,7 @@ from multiprocessing.connection import Connection, answer_challenge, deliver_cha
 
 import torch.distributed as dist
 
+from . import channel
 from .errors import LaunchError
 from .tracker import BoardTracker
 
@@ -136,7 +137,7 @@ class Pool:
             conn = Connection(sock.detach())
             deliver_challenge(conn, self._authkey)
             answer_challenge(conn, self._authkey)
-            _, rank, pid = conn.recv()
+            _, rank, pid = channel.recv(conn)
             self.conns[rank], self.pids[rank] = conn, pid
             waiting -= 1
         ready = set()
@@ -158,7 +159,7 @@ class Pool:
     @staticmethod
     def _recv(conn: Connection):
         try:
-            return conn.recv()
+            return channel.recv(conn)
         except (EOFError, OSError):
             return None
 
@@ -196,7 +197,7 @@ class Pool:
         """Ask the ranks to exit, then make sure they did."""
         for conn in self.conns:
             try:
-                conn.send(("stop",))
+                channel.send(conn, ("stop",))
             except Exception:  # noqa: BLE001
                 pass
         end = time.monotonic() + 2.0

@@ -22,6 +22,7 @@ from multiprocessing.connection import Client
 import cloudpickle
 import torch
 
+from . import channel
 from .deadlock import FAILED, FINISHED, RUNNING
 from .errors import DeadlockError, PeerFailedError
 from .group import Group, RankContext
@@ -38,6 +39,7 @@ class Task:
     collectives: bool
     trace: bool
     t0: float
+    sys_path: tuple = ()      # the caller's sys.path: functions pickled by reference import from it
 
 
 _RUNTIME_DIR = os.path.dirname(os.path.abspath(__file__))
@@ -75,6 +77,9 @@ def run_task(task: Task, backend, store, world_rank: int, world_size: int, track
                       recorder=Recorder(world_rank, task.trace), t0=task.t0, run_id=task.run_id,
                       tracker=tracker_factory(task.run_id))
     ctx.tracker.set_status(RUNNING)
+    for entry in reversed(task.sys_path):   # spawned and mpiexec ranks did not inherit it
+        if entry not in sys.path:
+            sys.path.insert(0, entry)
     try:
         fn, args, kwargs = cloudpickle.loads(task.payload)
         value = fn(Group(backend, ctx), *args, **kwargs)
@@ -134,7 +139,7 @@ def serve(rank: int, world_size: int, address, authkey: bytes, spec: dict) -> No
 
     def send(msg) -> None:
         with send_lock:
-            conn.send(msg)
+            channel.send(conn, msg)
 
     send(("hello", rank, os.getpid()))
     tasks: queue.Queue = queue.Queue()
@@ -142,7 +147,7 @@ def serve(rank: int, world_size: int, address, authkey: bytes, spec: dict) -> No
     def read() -> None:
         try:
             while True:
-                tasks.put(conn.recv())
+                tasks.put(channel.recv(conn))
         except (EOFError, OSError):
             os._exit(3)          # the launcher is gone: never leave an orphan behind
 

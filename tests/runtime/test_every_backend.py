@@ -1,0 +1,42 @@
+"""The same exercise of every Group op, judged by the same checker, on every backend.
+
+gloo and sim at world sizes 1-8; mpi through launch(backend="mpi") (ranks started by
+mpiexec) at a few sizes here, and at every size under a real `mpirun` in test_mpi.py.
+"""
+
+import shutil
+import sys
+import os
+
+import pytest
+
+from minitorch_dist import launch, shutdown
+from tests.runtime.exercise import check_exercise, exercise
+
+
+@pytest.mark.parametrize("world_size", [1, 2, 3, 4, 5, 6, 7, 8])
+@pytest.mark.parametrize("backend", ["gloo", "sim"])
+def test_every_op(backend, world_size):
+    results = launch(exercise, world_size, backend=backend)
+    check_exercise(list(results))
+    assert results.backend == backend
+
+
+def _has_mpi() -> bool:
+    try:
+        import mpi4py  # noqa: F401
+    except ImportError:
+        return False
+    return bool(shutil.which("mpiexec") or os.path.exists(os.path.join(os.path.dirname(sys.executable), "mpiexec")))
+
+
+@pytest.mark.mpi
+@pytest.mark.skipif(not _has_mpi(), reason="needs mpi4py and mpiexec (pip install mpi4py mpich)")
+@pytest.mark.parametrize("world_size", [2, 3])
+def test_every_op_mpi_pool(world_size):
+    try:
+        results = launch(exercise, world_size, backend="mpi")
+        check_exercise(list(results))
+        assert results.backend == "mpi"
+    finally:
+        shutdown()
