@@ -2,16 +2,18 @@
 
     mpirun -n 4 python train.py      # in train.py: run_mpi(main), or group = mpi_world_group()
 
-Point-to-point: wire.Framer over MPI Isend/Irecv of uint8 buffers, handed to MPI
-zero-copy. Control messages (headers, small payloads) travel on a communicator of
-their own, received from any source by the Framer's listener thread; payloads on
-the group's data communicator. Provided collectives: MPI's non-blocking ones
-(Iallreduce, Iallgather, Ireduce_scatter_block, Ibcast, Ibarrier).
+Point-to-point: wire.Framer over MPI Isend/Irecv of raw bytes, handed to MPI without
+a copy. Control messages (headers, small payloads) travel on a communicator of their
+own, received from any source by the Framer's listener thread; payloads on the
+group's data communicator. Provided collectives: MPI's non-blocking ones (Iallreduce,
+Iallgather, Ireduce_scatter_block, Ibcast, Ibarrier); dtypes MPI cannot reduce
+(float16, bfloat16, float8, bool) are reduced in a float32/uint8 copy.
 
-MPI_Wait has no timeout, so every wait polls its request: it spins for a moment
-(a message in flight completes at full speed), then naps with a growing backoff
-capped at 1 ms, and honours the run's deadline. On expiry the Group builds the
-deadlock report from the states every rank publishes to a TCPStore hosted by rank 0.
+MPI_Wait has no timeout, so rank code polls its requests: it spins for _SPIN_S (a
+message in flight completes at full speed), then naps with a backoff capped at 1 ms,
+and honours the run's deadline; on expiry the Group builds the deadlock report from
+the states every rank publishes to a TCPStore hosted by rank 0. Only one thread of a
+rank is in MPI at a time when it matters (see _Listener): two slow each other down.
 
 MPI here is not CUDA-aware: CUDA tensors travel through host copies. mpi4py.MPI is
 imported on first use, so importing this module does not initialise MPI.
@@ -40,10 +42,10 @@ from .group import Group
 from .trace import Recorder
 from .tracker import FINISHED, BoardTracker
 
-_SPIN_S = 5e-3       # busy-poll this long first: a message in flight completes at full speed
-_NAP_MIN_S = 1e-5    # then sleep between polls, doubling from this...
-_NAP_MAX_S = 1e-3    # ...up to this: a long wait costs little CPU and is at most ~1 ms late
-_LISTEN_NAP_S = 1e-3 # the listener's nap when cold: rank code gets the CPU and drives MPI
+_SPIN_S = 5e-3        # busy-poll this long first: a message in flight completes at full speed
+_NAP_MIN_S = 1e-5     # then sleep between polls, doubling from this...
+_NAP_MAX_S = 1e-3     # ...up to this: a long wait costs little CPU and is at most ~1 ms late
+_LISTEN_NAP_S = 1e-3  # the idle listener's nap: rank code keeps the CPU and drives MPI
 
 _MPIRUN_ENV = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "MPI_LOCALNRANKS")
 _MPI_TYPES = {  # torch dtype -> MPI datatype, for reductions (moving data uses MPI.BYTE)
@@ -119,10 +121,13 @@ class _Listener:
     """How the Framer's listener thread waits for control messages on `ctrl` (any source).
 
     Hot (rank code waits on a receive, for up to _SPIN_S): it blocks in MPI_Wait, in C,
-    without the GIL, and sees a header within microseconds. Otherwise it polls with
-    naps that double up to _NAP_MAX_S. It never spins in Python: a thread spinning on
-    MPI_Test holds the GIL so much that rank code waits milliseconds for it. Rank code
-    ends a hot wait by sending this rank a byte on `ctrl` (a ping), which is dropped.
+    without the GIL, and sees the header within microseconds. Rank code ends a hot wait
+    by sending its own rank a byte on `ctrl` (a ping, dropped here); the first header
+    delivered ends it too, so that rank code, about to wake, has the CPU.
+    Idle: it polls every 1 ms, and not at all for _SPIN_S after rank code started an
+    MPI wait of its own (defer): whichever thread is in MPI when a large message flows
+    copies all of it, and two threads in MPI slow each other down. It never spins in
+    Python: a thread spinning on MPI_Test starves rank code of the GIL.
     """
 
     def __init__(self, ctrl, rank: int):
@@ -139,11 +144,7 @@ class _Listener:
         self._wake.set()
 
     def defer(self) -> None:
-        """Rank code polls MPI itself (or is about to): no listener MPI calls for _SPIN_S.
-
-        Two threads in MPI at once slow each other down, and whichever calls into MPI
-        may find itself copying a whole large message.
-        """
+        """Rank code polls MPI itself (or is about to): no listener MPI calls for _SPIN_S."""
         if self.hot:
             self.cool()
         self._defer_until = time.perf_counter() + _SPIN_S
@@ -164,7 +165,7 @@ class _Listener:
 
     def wait(self, req, buf) -> None:
         """Until `req` (an any-source receive into `buf`) holds a message from a peer."""
-        status, nap = _mpi().Status(), _LISTEN_NAP_S
+        status = _mpi().Status()
         try:
             while True:
                 with self._lock:
@@ -176,8 +177,8 @@ class _Listener:
                         req.Cancel()
                         req.Wait()
                         raise PeerFailedError(f"rank {self._rank}: the mpi group was closed")
-                    nap = _LISTEN_NAP_S if self._wake.wait(nap) else min(2 * nap, _NAP_MAX_S)
-                    self._wake.clear()
+                    if self._wake.wait(_LISTEN_NAP_S):     # rank code began waiting on a receive
+                        self._wake.clear()
                     continue
                 if status.Get_source() != self._rank:
                     self.hot = False     # rank code is about to run: leave it the CPU
