@@ -119,7 +119,8 @@ def run_external(fn, world_size, job: ExternalJob, args, kwargs, backend, deadli
         f = reply[1]
         error = RankError(f["rank"], job.world_size, f["exc_type"], f["message"], f["traceback"])
         if job.launcher == "mpirun":   # end the whole job now: the other ranks would wait forever
-            sys.stderr.write(f"[rank {job.rank}] {error}\n")
+            sys.stdout.flush()
+            sys.stderr.write("".join(f"[rank {job.rank}] {line}\n" for line in str(error).splitlines()))
             sys.stderr.flush()
             from mpi4py import MPI
             MPI.COMM_WORLD.Abort(1)

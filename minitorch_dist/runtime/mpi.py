@@ -1,6 +1,7 @@
 """The mpi backend: Group messages over mpi4py, for programs started by mpirun/mpiexec.
 
-    mpirun -n 4 python train.py      # in train.py: run_mpi(main), or group = mpi_world_group()
+    mpirun -n 4 python train.py      # in train.py: launch(main, 4) runs this rank's part
+    launch(main, 4, backend="mpi")   # or from a notebook: ranks started by mpiexec
 
 Point-to-point: wire.Framer over MPI Isend/Irecv of raw bytes, handed to MPI without
 a copy. Control messages (headers, small payloads) travel on a communicator of their
@@ -12,8 +13,8 @@ Iallgather, Ireduce_scatter_block, Ibcast, Ibarrier); dtypes MPI cannot reduce
 MPI_Wait has no timeout, so rank code polls its requests: it spins for _SPIN_S (a
 message in flight completes at full speed), then naps with a backoff capped at 1 ms,
 and honours the run's deadline; on expiry the Group builds the deadlock report from
-the states every rank publishes to a TCPStore hosted by rank 0. Only one thread of a
-rank is in MPI at a time when it matters (see _Listener): two slow each other down.
+the states every rank publishes to the job's TCPStore. Only one thread of a rank is
+in MPI at a time when it matters (see mpi_progress._Listener): two slow each other down.
 
 MPI here is not CUDA-aware: CUDA tensors travel through host copies. mpi4py.MPI is
 imported on first use, so importing this module does not initialise MPI.
@@ -22,32 +23,22 @@ imported on first use, so importing this module does not initialise MPI.
 from __future__ import annotations
 
 import atexit
-import os
-import socket
-import sys
 import threading
-import time
-import traceback
-import uuid
 import zlib
-from datetime import timedelta
 
 import torch
 
 from . import wire
-from .backend import Backend, DeadlineExpired, DoneWork, Work
-from .context import RankContext
-from .errors import PeerFailedError
-from .group import Group
-from .trace import Recorder
-from .tracker import FINISHED, BoardTracker
+from .backend import Backend, DoneWork, Work
+from .env import mpi_rank_and_size
+from .mpi_progress import _Listener, _RecvWait, _RequestWork, _mpi, _raw
 
-_SPIN_S = 5e-3        # busy-poll this long first: a message in flight completes at full speed
-_NAP_MIN_S = 1e-5     # then sleep between polls, doubling from this...
-_NAP_MAX_S = 1e-3     # ...up to this: a long wait costs little CPU and is at most ~1 ms late
-_LISTEN_NAP_S = 1e-3  # the idle listener's nap: rank code keeps the CPU and drives MPI
 
-_MPIRUN_ENV = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "MPI_LOCALNRANKS")
+def running_under_mpirun() -> bool:
+    """True when this process was started by mpirun/mpiexec (Open MPI, MPICH, PMIx variables)."""
+    return mpi_rank_and_size() is not None
+
+
 _MPI_TYPES = {  # torch dtype -> MPI datatype, for reductions (moving data uses MPI.BYTE)
     "float32": "FLOAT", "float64": "DOUBLE", "int8": "INT8_T", "uint8": "UINT8_T",
     "int16": "INT16_T", "int32": "INT32_T", "int64": "INT64_T", "uint16": "UINT16_T",
@@ -61,178 +52,6 @@ _WIDEN[torch.bool] = torch.uint8
 _MPI_OPS = {"sum": "SUM", "prod": "PROD", "max": "MAX", "min": "MIN"}
 _BOOL_OPS = {"sum": "max", "prod": "min", "max": "max", "min": "min"}  # or, and, or, and
 _live: set = set()   # backends whose listener may still run: stopped at exit, before MPI_Finalize
-
-
-def _mpi():
-    """The mpi4py.MPI module (initialises MPI on first call)."""
-    from mpi4py import MPI
-    return MPI
-
-
-def running_under_mpirun() -> bool:
-    """True when this process was started by mpirun/mpiexec/srun (Open MPI, MPICH, PMIx env)."""
-    return any(name in os.environ for name in _MPIRUN_ENV)
-
-
-def _wait_request(req, timeout: float | None) -> None:
-    """Poll `req` until it completes: spin for _SPIN_S, then nap with a growing backoff.
-
-    Raises DeadlineExpired when `timeout` seconds (None: no limit) pass first.
-    """
-    if req.Test():
-        return
-    start = time.perf_counter()
-    end = None if timeout is None else start + timeout
-    nap = _NAP_MIN_S
-    while True:
-        now = time.perf_counter()
-        if end is not None and now >= end:
-            raise DeadlineExpired(f"MPI request not complete after {timeout:g} s")
-        if now - start >= _SPIN_S:
-            time.sleep(nap if end is None else min(nap, end - now))
-            nap = min(2 * nap, _NAP_MAX_S)
-        if req.Test():
-            return
-
-
-class _RequestWork(Work):
-    """One MPI request. `keep` holds its buffers alive; `finish` (copy back) runs once, after."""
-
-    def __init__(self, backend: "MpiBackend", req, keep, finish=None):
-        self._backend, self._req, self._keep, self._finish = backend, req, keep, finish
-
-    def wait(self, timeout: float | None) -> None:
-        if self._req is None:
-            return
-        self._backend._listener.defer()    # rank code drives MPI now: the listener steps back
-        try:
-            _wait_request(self._req, timeout)
-        except DeadlineExpired:            # MPI may still write there: keep it until it is done
-            orphans = self._backend._orphans
-            orphans[:] = [o for o in orphans if not o[0].Test()] + [(self._req, self._keep)]
-            raise
-        self._req, self._keep = None, None
-        if self._finish is not None:
-            self._finish()
-            self._finish = None
-
-
-class _Listener:
-    """How the Framer's listener thread waits for control messages on `ctrl` (any source).
-
-    Hot (rank code waits on a receive, for up to _SPIN_S): it blocks in MPI_Wait, in C,
-    without the GIL, and sees the header within microseconds. Rank code ends a hot wait
-    by sending its own rank a byte on `ctrl` (a ping, dropped here); the first header
-    delivered ends it too, so that rank code, about to wake, has the CPU.
-    Idle: it polls every 1 ms, and not at all for _SPIN_S after rank code started an
-    MPI wait of its own (defer): whichever thread is in MPI when a large message flows
-    copies all of it, and two threads in MPI slow each other down. It never spins in
-    Python: a thread spinning on MPI_Test starves rank code of the GIL.
-    """
-
-    def __init__(self, ctrl, rank: int):
-        self._ctrl, self._rank = ctrl, rank
-        self._lock = threading.Lock()
-        self._wake = threading.Event()       # set when rank code starts waiting on a receive
-        self.hot = self._blocking = self._closing = False
-        self._defer_until = 0.0
-        self.thread: threading.Thread | None = None
-        self._ping = bytearray(1)
-
-    def heat(self) -> None:
-        self.hot = True
-        self._wake.set()
-
-    def defer(self) -> None:
-        """Rank code polls MPI itself (or is about to): no listener MPI calls for _SPIN_S."""
-        if self.hot:
-            self.cool()
-        self._defer_until = time.perf_counter() + _SPIN_S
-
-    def cool(self) -> None:
-        """Back to naps; ping the listener out of MPI_Wait if it is blocked there."""
-        with self._lock:
-            self.hot, ping, self._blocking = False, self._blocking, False
-        if ping:
-            self._ctrl.Isend([self._ping, _mpi().BYTE], self._rank, 0).Free()
-
-    def post(self, buf: torch.Tensor) -> Work:
-        """The listener thread's receive of its next control message, into `buf`."""
-        if self._closing:
-            raise PeerFailedError(f"rank {self._rank}: the mpi group was closed")
-        self.thread = threading.current_thread()
-        return _ListenWork(self, self._ctrl.Irecv(_raw(buf), _mpi().ANY_SOURCE, 0), buf)
-
-    def wait(self, req, buf) -> None:
-        """Until `req` (an any-source receive into `buf`) holds a message from a peer."""
-        status = _mpi().Status()
-        try:
-            while True:
-                with self._lock:
-                    self._blocking = self.hot and not self._closing
-                if self._blocking:
-                    req.Wait(status)
-                elif time.perf_counter() < self._defer_until or not req.Test(status):
-                    if self._closing:
-                        req.Cancel()
-                        req.Wait()
-                        raise PeerFailedError(f"rank {self._rank}: the mpi group was closed")
-                    if self._wake.wait(_LISTEN_NAP_S):     # rank code began waiting on a receive
-                        self._wake.clear()
-                    continue
-                if status.Get_source() != self._rank:
-                    self.hot = False     # rank code is about to run: leave it the CPU
-                    return
-                req = self._ctrl.Irecv(_raw(buf), _mpi().ANY_SOURCE, 0)  # that was a ping
-        finally:
-            with self._lock:
-                self._blocking = False
-
-    def stop(self, timeout: float = 2.0) -> None:
-        """Local: end the listener thread and its pending receive, so MPI can be finalised."""
-        self._closing = True
-        self.cool()
-        if self.thread is not None and self.thread is not threading.current_thread():
-            self.thread.join(timeout)
-
-
-class _ListenWork(Work):
-    def __init__(self, listener: _Listener, req, buf: torch.Tensor):
-        self._listener, self._req, self._buf = listener, req, buf
-
-    def wait(self, timeout: float | None) -> None:   # the listener thread waits forever
-        self._listener.wait(self._req, self._buf)
-
-
-class _RecvWait(Work):
-    """A Framer receive. Waiting on it makes the listener hot for up to _SPIN_S.
-
-    A longer wait goes on after the Framer's DeadlineExpired at _SPIN_S (its receives
-    may be waited on again), with the listener back to naps.
-    """
-
-    def __init__(self, listener: _Listener, work: Work):
-        self._listener, self._work = listener, work
-
-    def wait(self, timeout: float | None) -> None:
-        self._listener.heat()
-        try:
-            if timeout is None or timeout > _SPIN_S:
-                start = time.perf_counter()
-                try:
-                    return self._work.wait(_SPIN_S)
-                except DeadlineExpired:      # a long wait: the listener goes back to naps
-                    self._listener.cool()
-                timeout = None if timeout is None else timeout - (time.perf_counter() - start)
-            self._work.wait(timeout)
-        finally:
-            self._listener.cool()
-
-
-def _raw(t: torch.Tensor) -> list:
-    """MPI message spec for the bytes of a contiguous CPU tensor: no copy, ~0.5 us."""
-    MPI = _mpi()
-    return [MPI.buffer.fromaddress(t.data_ptr(), t.numel() * t.element_size()), MPI.BYTE]
 
 
 def _host(t: torch.Tensor, dtype: torch.dtype | None = None, copy: bool = True) -> torch.Tensor:
@@ -400,73 +219,3 @@ def _stop_listeners() -> None:
     """At exit, before MPI_Finalize: a listener still in MPI would crash it."""
     for backend in list(_live):
         backend._listener.stop()
-
-
-# -- the world group of an mpirun job ---------------------------------------------------------
-
-def _open_store(world, rank: int, size: int):
-    """A TCPStore hosted by rank 0 on a free port, reached by every rank; and a fresh key prefix."""
-    from torch.distributed import TCPStore
-    hosts = world.allgather(socket.gethostname())
-    timeout, info, store = timedelta(seconds=60), None, None
-    if rank == 0:
-        host = "127.0.0.1" if len(set(hosts)) == 1 else hosts[0]
-        store = TCPStore(host, 0, size, is_master=True, wait_for_workers=False, timeout=timeout)
-        info = (host, store.port, f"minitorch_dist/mpi/{uuid.uuid4().hex}")
-    host, port, prefix = world.bcast(info, root=0)
-    if rank != 0:
-        store = TCPStore(host, port, size, is_master=False, timeout=timeout)
-    return store, prefix
-
-
-def mpi_world_group(deadline: float | None = 60.0, collectives: bool = True, trace: bool = True,
-                    publish_after: float = 0.1) -> Group:
-    """The world Group of a process started by mpirun/mpiexec (collective: every rank calls it).
-
-    deadline: seconds a blocking op may wait before a DeadlockError (None: forever).
-    collectives: whether the provided collectives are allowed. trace: record events.
-    publish_after: seconds an op waits before its state goes on the deadlock board.
-    At exit, every rank waits (up to `deadline`) for the others, so that rank 0's store
-    serves deadlock reports until the last rank is done.
-    """
-    world = _mpi().COMM_WORLD
-    rank, size = world.Get_rank(), world.Get_size()
-    store, prefix = _open_store(world, rank, size)
-    tracker = BoardTracker(store, rank, size, prefix, publish_after)
-    backend = MpiBackend(world, tuple(range(size)))
-    world.Barrier()
-    ctx = RankContext(rank, size, deadline, collectives, Recorder(rank, trace=trace), tracker,
-                      t0=time.perf_counter(), run_id=prefix)
-    atexit.register(_at_exit, backend, ctx)
-    return Group(backend, ctx)
-
-
-def _at_exit(backend: MpiBackend, ctx: RankContext) -> None:
-    """Mark this rank finished; wait for every rank (or the deadline); close the groups."""
-    try:
-        ctx.tracker.set_status(FINISHED, "returned")
-        backend.barrier().wait(ctx.deadline)
-        for sub in reversed(ctx.subgroups):   # collective, in the same order on every member
-            sub.close()
-        backend.close()
-    except Exception:  # noqa: BLE001 - a rank that is gone: nothing left to wait for
-        pass
-    ctx.tracker.close()
-
-
-def mpi_abort_on_error(rank: int, exc: BaseException, code: int = 1) -> None:
-    """Print "[rank r] <traceback>" to stderr, then MPI_Abort the job: no rank is left hanging."""
-    text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-    sys.stdout.flush()
-    sys.stderr.write("".join(f"[rank {rank}] {line}\n" for line in text.rstrip().splitlines()))
-    sys.stderr.flush()
-    _mpi().COMM_WORLD.Abort(code)
-
-
-def run_mpi(main, *args, **group_kwargs):
-    """group = mpi_world_group(**group_kwargs); return main(group, *args); abort the job on error."""
-    group = mpi_world_group(**group_kwargs)
-    try:
-        return main(group, *args)
-    except (Exception, KeyboardInterrupt) as exc:  # noqa: BLE001 - a failure ends every rank
-        mpi_abort_on_error(group.world_rank, exc)

@@ -17,7 +17,7 @@ import sys
 import torch
 
 from minitorch_dist.runtime.errors import MessageMismatchError
-from minitorch_dist.runtime.mpi import run_mpi
+from minitorch_dist import launch
 
 
 def deadlock(g):
@@ -58,4 +58,4 @@ CASES = {"deadlock": (deadlock, 3.0), "raise": (fail, 60.0), "mismatch": (mismat
 
 if __name__ == "__main__":
     fn, deadline = CASES[sys.argv[1]]
-    run_mpi(fn, deadline=deadline)
+    launch(fn, None, deadline=deadline)

@@ -27,7 +27,8 @@ sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..",
 
 from minitorch_dist.runtime import wire
 from minitorch_dist.runtime.errors import MessageMismatchError
-from minitorch_dist.runtime.mpi import _mpi, run_mpi
+from minitorch_dist import launch
+from minitorch_dist.runtime.mpi_progress import _mpi
 from tests.runtime.exercise import exercise
 
 P2P_DTYPES = wire.DTYPES  # every dtype the wire format carries
@@ -345,4 +346,4 @@ def main(g):
 
 
 if __name__ == "__main__":
-    run_mpi(main, deadline=60.0)
+    launch(main, None, deadline=60.0)
