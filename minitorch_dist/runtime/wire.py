@@ -20,6 +20,7 @@ receive, whatever order a program waits on its handles.
 
 from __future__ import annotations
 
+import struct
 import threading
 import time
 from collections import defaultdict
@@ -41,6 +42,7 @@ SEQ_BITS = 19                       # data wire tags fit in 30 bits
 CONTROL_TAG = 1 << 30
 OPS = ("send", "isend", "sendrecv")
 _MSG, _BYE = 0, 1
+_HEADER = struct.Struct(f"<{HEADER_LEN}q")   # magic, kind, op, dtype, ndim, numel, tag, seq, src, shape
 
 _DTYPE_NAMES = ["float32", "float64", "float16", "bfloat16", "int8", "uint8", "int16", "int32",
                 "int64", "bool", "complex64", "complex128", "uint16", "uint32", "uint64",
@@ -61,10 +63,11 @@ def encode_header(tensor: torch.Tensor, op: str, tag: int, seq: int, src: int) -
                          f"(got {tensor.dim()}); reshape before sending")
     if tensor.dtype not in _DTYPE_CODE:
         raise TypeError(f"{op}: dtype {tensor.dtype} is not supported by the wire format")
-    control = torch.zeros(CONTROL_BYTES, dtype=torch.uint8)
-    fields = [MAGIC, _MSG, OPS.index(op), _DTYPE_CODE[tensor.dtype], tensor.dim(), tensor.numel(), tag, seq,
-              src, *tensor.shape]
-    control[:HEADER_LEN * 8].view(torch.int64)[:len(fields)] = torch.tensor(fields, dtype=torch.int64)
+    buf = bytearray(CONTROL_BYTES)
+    ndim = tensor.dim()
+    _HEADER.pack_into(buf, 0, MAGIC, _MSG, OPS.index(op), _DTYPE_CODE[tensor.dtype], ndim, tensor.numel(),
+                      tag, seq, src, *tensor.shape, *([0] * (MAX_NDIM - ndim)))
+    control = torch.frombuffer(buf, dtype=torch.uint8)
     nbytes = tensor.numel() * tensor.element_size()
     if 0 < nbytes <= INLINE_BYTES:
         control[HEADER_LEN * 8:HEADER_LEN * 8 + nbytes] = as_bytes(tensor.cpu())
@@ -73,7 +76,7 @@ def encode_header(tensor: torch.Tensor, op: str, tag: int, seq: int, src: int) -
 
 def decode_header(control: torch.Tensor) -> tuple[int, str, torch.dtype, tuple[int, ...], int, int, int]:
     """(kind, sender's op, dtype, shape, tag, seq, sender's rank) from a control message."""
-    values = control[:HEADER_LEN * 8].view(torch.int64).tolist()
+    values = _HEADER.unpack_from(control.numpy())
     if values[0] != MAGIC:
         raise MessageMismatchError("recv: received bytes that are not a minitorch_dist message "
                                    "(raw torch.distributed or MPI calls mixed with Group calls?)")
