@@ -12,7 +12,8 @@ from .runtime import (CollectivesDisabledError, DeadlockError, DistError, Group,
                       MessageMismatchError, PeerFailedError, RankError, RunResult, launch, shutdown,
                       wait_all)
 from .runtime import cost_model
+from .runtime.sim import SimNetwork
 
-__all__ = ["launch", "shutdown", "Group", "Handle", "wait_all", "RunResult", "cost_model",
+__all__ = ["launch", "shutdown", "Group", "Handle", "wait_all", "RunResult", "cost_model", "SimNetwork",
            "DistError", "DeadlockError", "MessageMismatchError", "CollectivesDisabledError",
            "PeerFailedError", "LaunchError", "RankError"]

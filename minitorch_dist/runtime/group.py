@@ -29,7 +29,8 @@ from .context import RankContext
 from .deadlock import format_report
 from .errors import CollectivesDisabledError, DeadlockError
 from .handle import Handle, wait_all
-from .wire import MAX_TAG, check_match
+from .checks import check_rank, check_tag, check_tensor, where
+from .wire import check_match
 
 __all__ = ["Group", "RankContext", "Handle", "wait_all"]
 
@@ -106,32 +107,6 @@ class Group:
             raise ValueError(f"compute: seconds must be >= 0, got {seconds}")
         self._backend.compute(seconds)
 
-    # -- checks ------------------------------------------------------------------------------
-    def _where(self) -> str:
-        where = f"rank {self.rank}"
-        if self.name != "world":
-            where += f" (world rank {self.world_rank}) of {self.name}"
-        return where
-
-    def _check_peer(self, peer, op: str, what: str) -> int:
-        if isinstance(peer, bool) or not isinstance(peer, int) or not 0 <= peer < self.size:
-            raise ValueError(f"{op} on {self._where()}: {what}={peer!r} is not a rank of this group "
-                             f"(0..{self.size - 1})")
-        if peer == self.rank:
-            raise ValueError(f"{op} on {self._where()}: {what}={peer} is this rank itself; "
-                             f"a rank cannot message itself: copy the tensor instead")
-        return peer
-
-    def _check_tensor(self, tensor, op: str, name: str = "tensor") -> None:
-        if not isinstance(tensor, torch.Tensor):
-            raise TypeError(f"{op} on {self._where()}: {name} must be a torch.Tensor, "
-                            f"got {type(tensor).__name__}")
-
-    def _check_tag(self, tag, op: str) -> int:
-        if isinstance(tag, bool) or not isinstance(tag, int) or not 0 <= tag <= MAX_TAG:
-            raise ValueError(f"{op} on {self._where()}: tag={tag!r} must be an int in 0..{MAX_TAG}")
-        return tag
-
     def _wait(self, work: Work, op_text: str, waits_for: tuple[int, ...], collective: str = "") -> None:
         ctx = self._ctx
         ctx.tracker.begin(op_text, waits_for, collective)
@@ -155,9 +130,9 @@ class Group:
 
         Any dtype, any shape (incl. zero-size). The receiver's buffer must match exactly.
         """
-        self._check_tensor(tensor, _op)
-        self._check_peer(dst, _op, "dst")
-        self._check_tag(tag, _op)
+        check_tensor(self, tensor, _op)
+        check_rank(self, dst, _op, "dst")
+        check_tag(self, tag, _op)
         start = self._clock()
         payload = tensor.contiguous()
         work = self._backend.isend(payload, dst, tag, _op)
@@ -169,9 +144,9 @@ class Group:
 
         The message must have exactly `tensor`'s dtype and shape, else MessageMismatchError.
         """
-        self._check_tensor(tensor, _op)
-        self._check_peer(src, _op, "src")
-        self._check_tag(tag, _op)
+        check_tensor(self, tensor, _op)
+        check_rank(self, src, _op, "src")
+        check_tag(self, tag, _op)
         start = self._clock()
         staging = None if tensor.is_contiguous() else torch.empty_like(tensor, memory_format=torch.contiguous_format)
         work = self._backend.irecv(tensor if staging is None else staging, src, tag, _op)
@@ -195,14 +170,14 @@ class Group:
         this rank (a ring of one) it is a local copy.
         """
         for t, name in ((send_tensor, "send_tensor"), (recv_tensor, "recv_tensor")):
-            self._check_tensor(t, "sendrecv", name)
+            check_tensor(self, t, "sendrecv", name)
         if dst == src == self.rank:      # a ring of one: the exchange is a local copy, no message
             check_match(recv_tensor, send_tensor.dtype, tuple(send_tensor.shape), "sendrecv", "sendrecv",
                         f"rank {self.rank}", f"rank {self.rank}", tag)
             return recv_tensor.copy_(send_tensor)
-        self._check_peer(dst, "sendrecv", "dst")
-        self._check_peer(src, "sendrecv", "src")
-        self._check_tag(tag, "sendrecv")
+        check_rank(self, dst, "sendrecv", "dst")
+        check_rank(self, src, "sendrecv", "src")
+        check_tag(self, tag, "sendrecv")
         start = self._clock()
         staging = None if recv_tensor.is_contiguous() else torch.empty_like(recv_tensor, memory_format=torch.contiguous_format)
         payload = send_tensor.contiguous()
@@ -224,7 +199,7 @@ class Group:
     def _collective(self, op: str, work_fn, nbytes: int, provided: bool = True) -> None:
         if provided and not self._ctx.collectives:
             raise CollectivesDisabledError(
-                f"{op} on {self._where()}: the provided collectives are switched off in this run. "
+                f"{op} on {where(self)}: the provided collectives are switched off in this run. "
                 f"This homework asks you to build collectives from point-to-point messages "
                 f"(send, recv, isend, irecv, sendrecv); barrier() is still allowed.")
         start = self._clock()
@@ -244,11 +219,11 @@ class Group:
 
         Provided collective (backend native). Same shape and dtype on every rank.
         """
-        self._check_tensor(tensor, "all_reduce")
+        check_tensor(self, tensor, "all_reduce")
         if op not in REDUCE_OPS + ("avg",):
-            raise ValueError(f"all_reduce on {self._where()}: op={op!r}; use one of {REDUCE_OPS + ('avg',)}")
+            raise ValueError(f"all_reduce on {where(self)}: op={op!r}; use one of {REDUCE_OPS + ('avg',)}")
         if op == "avg" and not (tensor.is_floating_point() or tensor.is_complex()):
-            raise TypeError(f"all_reduce on {self._where()}: op='avg' needs a floating dtype, got {tensor.dtype}")
+            raise TypeError(f"all_reduce on {where(self)}: op='avg' needs a floating dtype, got {tensor.dtype}")
         buf = tensor if tensor.is_contiguous() else tensor.contiguous()
         self._collective("all_reduce", lambda: self._backend.all_reduce(buf, "sum" if op == "avg" else op),
                          _nbytes(buf))
@@ -260,9 +235,8 @@ class Group:
 
     def broadcast(self, tensor: torch.Tensor, src: int = 0) -> torch.Tensor:
         """In place: `tensor` on every rank becomes rank `src`'s. Provided collective."""
-        self._check_tensor(tensor, "broadcast")
-        if isinstance(src, bool) or not isinstance(src, int) or not 0 <= src < self.size:
-            raise ValueError(f"broadcast on {self._where()}: src={src!r} is not a rank of this group")
+        check_tensor(self, tensor, "broadcast")
+        check_rank(self, src, "broadcast", "src", allow_self=True)
         buf = tensor if tensor.is_contiguous() else tensor.contiguous()
         self._collective("broadcast", lambda: self._backend.broadcast(buf, src), _nbytes(buf))
         if buf is not tensor:
@@ -274,7 +248,7 @@ class Group:
 
         Shapes: tensor (m, ...) on every rank -> (p*m, ...); a 0-dim tensor -> (p,).
         """
-        self._check_tensor(tensor, "all_gather")
+        check_tensor(self, tensor, "all_gather")
         flat = tensor.reshape(1) if tensor.dim() == 0 else tensor.contiguous()
         out = flat.new_empty((self.size * flat.shape[0], *flat.shape[1:]))
         self._collective("all_gather", lambda: self._backend.all_gather(out, flat), _nbytes(flat))
@@ -285,11 +259,11 @@ class Group:
 
         Shapes: tensor (p*m, ...) on every rank -> (m, ...).
         """
-        self._check_tensor(tensor, "reduce_scatter")
+        check_tensor(self, tensor, "reduce_scatter")
         if op not in REDUCE_OPS:
-            raise ValueError(f"reduce_scatter on {self._where()}: op={op!r}; use one of {REDUCE_OPS}")
+            raise ValueError(f"reduce_scatter on {where(self)}: op={op!r}; use one of {REDUCE_OPS}")
         if tensor.dim() == 0 or tensor.shape[0] % self.size:
-            raise ValueError(f"reduce_scatter on {self._where()}: the input's first dimension "
+            raise ValueError(f"reduce_scatter on {where(self)}: the input's first dimension "
                              f"({tuple(tensor.shape)}) must be a multiple of the group size {self.size}; "
                              f"pad it")
         buf = tensor.contiguous()
@@ -306,10 +280,10 @@ class Group:
         """
         members = sorted({int(r) for r in ranks})
         if not members or members[0] < 0 or members[-1] >= self.size:
-            raise ValueError(f"subgroup on {self._where()}: ranks {list(ranks)} must be ranks of this "
+            raise ValueError(f"subgroup on {where(self)}: ranks {list(ranks)} must be ranks of this "
                              f"group (0..{self.size - 1})")
         if self.rank not in members:
-            raise ValueError(f"subgroup on {self._where()}: this rank is not in {members}; only the "
+            raise ValueError(f"subgroup on {where(self)}: this rank is not in {members}; only the "
                              f"members call subgroup(ranks)")
         count = self._subgroup_counts[tuple(members)]
         self._subgroup_counts[tuple(members)] += 1

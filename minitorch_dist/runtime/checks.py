@@ -1,0 +1,37 @@
+"""Argument checks of Group calls: each error says what was wrong, on which rank, and what to do."""
+
+from __future__ import annotations
+
+import torch
+
+from .wire import MAX_TAG
+
+
+def where(group) -> str:
+    """'rank 1' or 'rank 1 (world rank 3) of group[1, 3]'."""
+    text = f"rank {group.rank}"
+    if group.name != "world":
+        text += f" (world rank {group.world_rank}) of {group.name}"
+    return text
+
+
+def check_rank(group, peer, op: str, what: str, allow_self: bool = False) -> int:
+    """`peer` must be a rank of `group` (and, for messages, not this rank)."""
+    if isinstance(peer, bool) or not isinstance(peer, int) or not 0 <= peer < group.size:
+        raise ValueError(f"{op} on {where(group)}: {what}={peer!r} is not a rank of this group "
+                         f"(0..{group.size - 1})")
+    if peer == group.rank and not allow_self:
+        raise ValueError(f"{op} on {where(group)}: {what}={peer} is this rank itself; "
+                         f"a rank cannot message itself: copy the tensor instead")
+    return peer
+
+
+def check_tensor(group, tensor, op: str, name: str = "tensor") -> None:
+    if not isinstance(tensor, torch.Tensor):
+        raise TypeError(f"{op} on {where(group)}: {name} must be a torch.Tensor, got {type(tensor).__name__}")
+
+
+def check_tag(group, tag, op: str) -> int:
+    if isinstance(tag, bool) or not isinstance(tag, int) or not 0 <= tag <= MAX_TAG:
+        raise ValueError(f"{op} on {where(group)}: tag={tag!r} must be an int in 0..{MAX_TAG}")
+    return tag
