@@ -241,6 +241,14 @@ def test_exception_on_one_rank_aborts_every_rank():
 
 
 @needs_mpirun
+def test_rank_that_exits_ends_the_job():
+    job = run_job("faults.py", 3, "exit", timeout=90)
+    assert job.returncode != 0, job.describe()
+    assert job.seconds < 40, f"the job took {job.seconds:.1f} s to end\n{job.describe()}"
+    assert_no_leftovers(job)
+
+
+@needs_mpirun
 def test_mismatched_recv_names_both_ranks_and_shapes():
     job = run_job("faults.py", 2, "mismatch", timeout=90)
     assert job.returncode == 0, job.describe()

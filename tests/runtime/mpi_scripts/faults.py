@@ -12,6 +12,7 @@ Any further arguments are ignored (the tests pass a token to find leftover proce
 from __future__ import annotations
 
 import json
+import os
 import sys
 
 import torch
@@ -54,7 +55,16 @@ def mismatch(g):
     g.barrier()
 
 
-CASES = {"deadlock": (deadlock, 3.0), "raise": (fail, 60.0), "mismatch": (mismatch, 30.0)}
+def exits(g):
+    """Rank 1 leaves without a word (os._exit: no exception, no cleanup); the others wait for it."""
+    g.barrier()
+    if g.rank == 1:
+        os._exit(3)
+    g.recv(torch.empty(1), src=1)
+
+
+CASES = {"deadlock": (deadlock, 3.0), "raise": (fail, 60.0), "mismatch": (mismatch, 30.0),
+         "exit": (exits, 60.0)}
 
 if __name__ == "__main__":
     fn, deadline = CASES[sys.argv[1]]
