@@ -126,12 +126,18 @@ class Framer:
     raw_irecv_any(buf, wire_tag) posts a receive from any peer (the header names the
     sender). `name_rank(r)`
     turns a group rank into text for error messages. Call close() on every member.
+
+    prepost: post the payload receive at irecv() time, before the header is in. Only for
+    transports where a message larger than the posted buffer is a catchable error (MPI:
+    MPI_ERR_TRUNCATE), never for gloo, which aborts the process. It takes a thread hop
+    off the critical path of every large message.
     """
 
     def __init__(self, raw_isend: RawPost, raw_irecv: RawPost, raw_irecv_any: RawPostAny,
-                 rank: int, size: int, name_rank: Callable[[int], str]):
+                 rank: int, size: int, name_rank: Callable[[int], str], prepost: bool = False):
         self._raw_isend, self._raw_irecv, self._raw_irecv_any = raw_isend, raw_irecv, raw_irecv_any
         self._rank, self._size, self._name = rank, size, name_rank
+        self._prepost = prepost
         self._sent = defaultdict(int)     # (dst, tag) -> messages posted so far
         self._recvd = defaultdict(int)    # (src, tag) -> receives posted so far
         self._lock = threading.Lock()     # guards the two dicts below and _broken
@@ -161,6 +167,8 @@ class Framer:
         seq = self._recvd[src, tag]
         self._recvd[src, tag] = seq + 1
         work = _RecvWork(tensor, src, tag, seq, op)
+        if self._prepost and tensor.numel() * tensor.element_size() > INLINE_BYTES:
+            work.payload = self._raw_irecv(as_bytes(tensor), src, self._data_tag(tag, seq))
         with self._lock:
             control = self._early.pop((src, tag, seq), None)
             if control is None:
@@ -180,7 +188,8 @@ class Framer:
                         self._name(work.src), tag)
             nbytes = work.tensor.numel() * work.tensor.element_size()
             if nbytes > INLINE_BYTES:
-                work.payload = self._raw_irecv(as_bytes(work.tensor), work.src, self._data_tag(tag, seq))
+                if work.payload is None:            # not pre-posted at irecv() time
+                    work.payload = self._raw_irecv(as_bytes(work.tensor), work.src, self._data_tag(tag, seq))
             elif nbytes:
                 as_bytes(work.tensor).copy_(control[HEADER_LEN * 8:HEADER_LEN * 8 + nbytes])
         except BaseException as exc:  # noqa: BLE001 - delivered to the waiting rank code

@@ -39,3 +39,26 @@ def test_every_op_mpi_pool(world_size):
         assert results.backend == "mpi"
     finally:
         shutdown()
+
+
+def _mismatch_big(group):
+    """Rank 0 sends 1000 floats (a payload message, not inline); rank 1's buffer holds 500."""
+    import torch
+    if group.rank == 0:
+        group.send(torch.arange(1000.0), 1)
+    else:
+        group.recv(torch.empty(500), 0)
+
+
+@pytest.mark.mpi
+@pytest.mark.skipif(not _has_mpi(), reason="needs mpi4py and mpiexec (pip install mpi4py mpich)")
+def test_mpi_pool_mismatch_larger_than_the_buffer():
+    """mpi pre-posts payload receives: a message bigger than the buffer is still a clear error."""
+    from minitorch_dist import MessageMismatchError, RankError
+    try:
+        with pytest.raises(RankError) as info:
+            launch(_mismatch_big, 2, backend="mpi")
+        assert isinstance(info.value.cause, MessageMismatchError)
+        assert "(1000,)" in str(info.value) and "(500,)" in str(info.value)
+    finally:
+        shutdown()
