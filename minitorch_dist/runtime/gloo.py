@@ -66,7 +66,7 @@ class GlooBackend(Backend):
         self._pg_timeout = pg_timeout
         self._pg = dist.ProcessGroupGloo(dist.PrefixStore(f"pg/{key}", store), rank, size, timeout)
         self._framer = Framer(self._raw_isend, self._raw_irecv, self._raw_irecv_any, rank, size,
-                              self._name_rank)
+                              self._name_rank, announce=True)
 
     def _name_rank(self, r: int) -> str:
         w = self.world_ranks[r]

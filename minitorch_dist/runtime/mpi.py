@@ -94,7 +94,7 @@ class MpiBackend(Backend):
         self._orphans: list = []               # buffers of requests abandoned at a deadline
         self._listener = _Listener(self._ctrl, self.rank)
         self._framer = wire.Framer(self._raw_isend, self._raw_irecv, self._raw_irecv_any,
-                                   self.rank, self.size, self._name_rank, prepost=True)
+                                   self.rank, self.size, self._name_rank)
         if not _live:
             atexit.register(_stop_listeners)
         _live.add(self)

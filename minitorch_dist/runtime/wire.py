@@ -41,7 +41,7 @@ MAX_TAG = (1 << TAG_BITS) - 1
 SEQ_BITS = 19                       # data wire tags fit in 30 bits
 CONTROL_TAG = 1 << 30
 OPS = ("send", "isend", "sendrecv")
-_MSG, _BYE = 0, 1
+_MSG, _BYE, _READY = 0, 1, 2     # control kinds: a header; goodbye; "my receive is posted"
 _HEADER = struct.Struct(f"<{HEADER_LEN}q")   # magic, kind, op, dtype, ndim, numel, tag, seq, src, shape
 
 _DTYPE_NAMES = ["float32", "float64", "float16", "bfloat16", "int8", "uint8", "int16", "int32",
@@ -127,17 +127,22 @@ class Framer:
     sender). `name_rank(r)`
     turns a group rank into text for error messages. Call close() on every member.
 
-    prepost: post the payload receive at irecv() time, before the header is in. Only for
-    transports where a message larger than the posted buffer is a catchable error (MPI:
-    MPI_ERR_TRUNCATE), never for gloo, which aborts the process. It takes a thread hop
-    off the critical path of every large message.
+    Payload receives are posted at irecv() time, before the header is in, so a large
+    message flows as soon as it is sent (a receive posted late costs gloo ~10% at 16 MB).
+    announce: for transports that abort when a message is larger than the posted buffer
+    (gloo). Every irecv() then tells the sender its buffer size (a READY control message),
+    and the sender sends its payload only once it knows it fits (else one dummy byte, and
+    the receiver reports the mismatch from the header). MPI reports truncation as an
+    error, so it needs no announcements.
     """
 
     def __init__(self, raw_isend: RawPost, raw_irecv: RawPost, raw_irecv_any: RawPostAny,
-                 rank: int, size: int, name_rank: Callable[[int], str], prepost: bool = False):
+                 rank: int, size: int, name_rank: Callable[[int], str], announce: bool = False):
         self._raw_isend, self._raw_irecv, self._raw_irecv_any = raw_isend, raw_irecv, raw_irecv_any
         self._rank, self._size, self._name = rank, size, name_rank
-        self._prepost = prepost
+        self._announce = announce
+        self._ready: dict[tuple[int, int, int], int] = {}          # (dst, tag, seq) -> receiver's bytes
+        self._unready: dict[tuple[int, int, int], _SendWork] = {}  # payload sends awaiting READY
         self._sent = defaultdict(int)     # (dst, tag) -> messages posted so far
         self._recvd = defaultdict(int)    # (src, tag) -> receives posted so far
         self._lock = threading.Lock()     # guards the two dicts below and _broken
@@ -158,17 +163,41 @@ class Framer:
         seq = self._sent[dst, tag]
         self._sent[dst, tag] = seq + 1
         control = encode_header(tensor, op, tag, seq, self._rank)
-        works = [self._raw_isend(control, dst, CONTROL_TAG)]
+        work = _SendWork(self._raw_isend(control, dst, CONTROL_TAG), (control, tensor))
         if tensor.numel() * tensor.element_size() > INLINE_BYTES:
-            works.append(self._raw_isend(as_bytes(tensor), dst, self._data_tag(tag, seq)))
-        return _SendWork(works, (control, tensor))
+            if not self._announce:
+                work.post(self._raw_isend(as_bytes(tensor), dst, self._data_tag(tag, seq)))
+            else:
+                work.pending()
+                with self._lock:
+                    room = self._ready.pop((dst, tag, seq), None)
+                    if room is None:
+                        self._unready[dst, tag, seq] = work
+                if room is not None:
+                    self._send_payload(work, dst, tag, seq, room)
+        return work
+
+    def _send_payload(self, work: "_SendWork", dst: int, tag: int, seq: int, room: int) -> None:
+        """The receiver posted `room` bytes: send the payload if it fits, else one dummy byte."""
+        tensor = work.keep[1]
+        if room <= INLINE_BYTES:
+            work.post(None)                  # nothing was pre-posted; the header says the rest
+            return
+        payload = as_bytes(tensor) if tensor.numel() * tensor.element_size() <= room else _DUMMY
+        work.post(self._raw_isend(payload, dst, self._data_tag(tag, seq)))
 
     def irecv(self, tensor: torch.Tensor, src: int, tag: int, op: str) -> Work:
         seq = self._recvd[src, tag]
         self._recvd[src, tag] = seq + 1
         work = _RecvWork(tensor, src, tag, seq, op)
-        if self._prepost and tensor.numel() * tensor.element_size() > INLINE_BYTES:
+        nbytes = tensor.numel() * tensor.element_size()
+        if nbytes > INLINE_BYTES:
             work.payload = self._raw_irecv(as_bytes(tensor), src, self._data_tag(tag, seq))
+        if self._announce:
+            ready = torch.zeros(CONTROL_BYTES, dtype=torch.uint8)
+            _HEADER.pack_into(ready.numpy(), 0, MAGIC, _READY, 0, 0, 0, nbytes, tag, seq, self._rank,
+                              *([0] * MAX_NDIM))
+            work.announced = (self._raw_isend(ready, src, CONTROL_TAG), ready)
         with self._lock:
             control = self._early.pop((src, tag, seq), None)
             if control is None:
@@ -187,10 +216,7 @@ class Framer:
             check_match(work.tensor, dtype, shape, sent_op, work.op, self._name(self._rank),
                         self._name(work.src), tag)
             nbytes = work.tensor.numel() * work.tensor.element_size()
-            if nbytes > INLINE_BYTES:
-                if work.payload is None:            # not pre-posted at irecv() time
-                    work.payload = self._raw_irecv(as_bytes(work.tensor), work.src, self._data_tag(tag, seq))
-            elif nbytes:
+            if 0 < nbytes <= INLINE_BYTES:
                 as_bytes(work.tensor).copy_(control[HEADER_LEN * 8:HEADER_LEN * 8 + nbytes])
         except BaseException as exc:  # noqa: BLE001 - delivered to the waiting rank code
             work.error = exc
@@ -206,6 +232,15 @@ class Framer:
                 if kind == _BYE:
                     byes += 1
                     continue
+                if kind == _READY:
+                    room = _HEADER.unpack_from(control.numpy())[5]
+                    with self._lock:
+                        waiting = self._unready.pop((src, tag, seq), None)
+                        if waiting is None:
+                            self._ready[src, tag, seq] = room
+                    if waiting is not None:
+                        self._send_payload(waiting, src, tag, seq, room)
+                    continue
                 with self._lock:
                     pending = self._posted.pop((src, tag, seq), None)
                     if pending is None:
@@ -216,7 +251,8 @@ class Framer:
             with self._lock:
                 self._broken = exc
                 pending, self._posted = list(self._posted.values()), {}
-            for work in pending:
+                unready, self._unready = list(self._unready.values()), {}
+            for work in pending + unready:
                 work.fail(exc)
 
     def close(self, timeout: float | None = 10.0) -> None:
@@ -231,15 +267,45 @@ class Framer:
         self._listener.join(timeout)
 
 
+_DUMMY = torch.zeros(1, dtype=torch.uint8)
+
+
 class _SendWork(Work):
-    def __init__(self, works: list[Work], keep):
-        self._works = works
-        self._keep = keep  # buffers must outlive the transfer
+    """A framed send: the header, then (for large tensors) the payload once it may go."""
+
+    def __init__(self, header: Work, keep):
+        self._header = header
+        self.keep = keep                    # (control, tensor): buffers must outlive the transfer
+        self._payload: Work | None = None
+        self._posted = threading.Event()    # set when the payload is posted (or not needed)
+        self._posted.set()
+        self._error: BaseException | None = None
+
+    def pending(self) -> None:
+        """The payload will be posted later, when the receiver says it is ready."""
+        self._posted.clear()
+
+    def post(self, payload: Work | None) -> None:
+        self._payload = payload
+        self._posted.set()
+
+    def fail(self, exc: BaseException) -> None:
+        self._error = PeerFailedError(f"the connection broke before the receiver was ready "
+                                      f"({type(exc).__name__}); another rank probably failed first")
+        self._posted.set()
 
     def wait(self, timeout: float | None) -> None:
         end = None if timeout is None else time.monotonic() + timeout
-        for work in self._works:
-            work.wait(None if end is None else max(0.0, end - time.monotonic()))
+
+        def left():
+            return None if end is None else max(0.0, end - time.monotonic())
+        self._header.wait(left())
+        if not self._posted.wait(left()):
+            raise DeadlineExpired("send: the receiver has not posted its receive")
+        if self._error is not None:
+            raise self._error
+        if self._payload is not None:
+            self._payload.wait(left())
 
 
 class _RecvWork(Work):
@@ -247,6 +313,7 @@ class _RecvWork(Work):
         self.tensor, self.src, self.tag, self.seq, self.op = tensor, src, tag, seq, op
         self.ready = threading.Event()      # set once the header was matched (or failed)
         self.payload: Work | None = None
+        self.announced = None               # (work, buffer) of the READY message (announce mode)
         self.error: BaseException | None = None
 
     def fail(self, exc: BaseException) -> None:
@@ -257,7 +324,10 @@ class _RecvWork(Work):
 
     def wait(self, timeout: float | None) -> None:
         end = None if timeout is None else time.monotonic() + timeout
-        if not self.ready.wait(timeout):
+        if self.announced is not None:
+            self.announced[0].wait(timeout)
+            self.announced = None
+        if not self.ready.wait(None if end is None else max(0.0, end - time.monotonic())):
             raise DeadlineExpired(f"recv from {self.src} tag {self.tag}")
         if self.error is not None:
             raise self.error
