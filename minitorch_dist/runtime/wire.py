@@ -130,9 +130,10 @@ class Framer:
     Payload receives are posted at irecv() time, before the header is in, so a large
     message flows as soon as it is sent (a receive posted late costs gloo ~10% at 16 MB).
     announce: for transports that abort when a message is larger than the posted buffer
-    (gloo). Every irecv() then tells the sender its buffer size (a READY control message),
-    and the sender sends its payload only once it knows it fits (else one dummy byte, and
-    the receiver reports the mismatch from the header). MPI reports truncation as an
+    (gloo). Every irecv() of a payload-sized buffer then tells the sender its size (a READY
+    control message), and the sender sends its payload only once it knows it fits (else one
+    dummy byte; the receiver reports the mismatch from the header). A receive too small for
+    a payload announces nothing: its header check fails first. MPI reports truncation as an
     error, so it needs no announcements.
     """
 
@@ -180,9 +181,6 @@ class Framer:
     def _send_payload(self, work: "_SendWork", dst: int, tag: int, seq: int, room: int) -> None:
         """The receiver posted `room` bytes: send the payload if it fits, else one dummy byte."""
         tensor = work.keep[1]
-        if room <= INLINE_BYTES:
-            work.post(None)                  # nothing was pre-posted; the header says the rest
-            return
         payload = as_bytes(tensor) if tensor.numel() * tensor.element_size() <= room else _DUMMY
         work.post(self._raw_isend(payload, dst, self._data_tag(tag, seq)))
 
@@ -193,7 +191,7 @@ class Framer:
         nbytes = tensor.numel() * tensor.element_size()
         if nbytes > INLINE_BYTES:
             work.payload = self._raw_irecv(as_bytes(tensor), src, self._data_tag(tag, seq))
-        if self._announce:
+        if self._announce and nbytes > INLINE_BYTES:   # small messages ride inline: nothing to announce
             ready = torch.zeros(CONTROL_BYTES, dtype=torch.uint8)
             _HEADER.pack_into(ready.numpy(), 0, MAGIC, _READY, 0, 0, 0, nbytes, tag, seq, self._rank,
                               *([0] * MAX_NDIM))
