@@ -108,23 +108,28 @@ def test_rank_that_exits_or_is_killed(fn, rank, words, no_leftover_processes):
     assert info.value.rank == rank and words in str(info.value), str(info.value)
 
 
-def _mismatch(group, shape, dtype):
+def _mismatch(group, shape, dtype, sent):
     if group.rank == 0:
-        group.send(torch.zeros(8), 1)
+        group.send(torch.zeros(sent), 1)
     else:
         group.recv(torch.zeros(shape, dtype=dtype), 0)
 
 
-@pytest.mark.parametrize("shape, dtype, what", [((4,), torch.float32, "size"), ((2, 4), torch.float32, "shape"),
-                                                ((8,), torch.float64, "dtype"), ((400,), torch.float32, "size")])
-def test_mismatched_receive(shape, dtype, what, no_leftover_processes):
+@pytest.mark.parametrize("shape, dtype, sent, what", [
+    ((4,), torch.float32, 8, "size"), ((2, 4), torch.float32, 8, "shape"), ((8,), torch.float64, 8, "dtype"),
+    ((400,), torch.float32, 8, "size"),      # a payload-sized buffer, an inline message
+    ((500,), torch.float32, 1000, "size"),   # payload bigger than the posted buffer: never sent
+    ((2000,), torch.float32, 1000, "size"),  # payload smaller than the posted buffer
+    ((2, 500), torch.float32, 1000, "shape")])
+def test_mismatched_receive(shape, dtype, sent, what, no_leftover_processes):
     with pytest.raises(RankError) as info:
-        launch(_mismatch, 2, args=(shape, dtype))
+        launch(_mismatch, 2, args=(shape, dtype, sent))
     err = info.value
     assert isinstance(err.cause, MessageMismatchError) and err.rank == 1
     text = str(err)
     assert f"the {what} differs" in text
-    assert "rank 1 from rank 0" in text and "(8,)" in text and str(tuple(shape)) in text and "with send" in text
+    assert "rank 1 from rank 0" in text and f"({sent},)" in text and str(tuple(shape)) in text
+    assert "with send" in text
 
 
 def _bad_args(group):
