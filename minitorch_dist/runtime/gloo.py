@@ -2,7 +2,7 @@
 
 Each Group owns a ProcessGroupGloo built directly from the job's store (no global
 torch.distributed state, so several jobs and sub-groups live side by side).
-Point-to-point messages are framed by wire.Framer (header + payload). Waits take
+Point-to-point messages are framed by framing.Framer (header + payload). Waits take
 the run's deadline: gloo's own per-op timeout. Its expiry closes the connection,
 which is fine: a deadline expiry ends the run with a deadlock report.
 """
@@ -16,7 +16,7 @@ import torch.distributed as dist
 
 from .backend import Backend, DeadlineExpired, Work
 from .errors import PeerFailedError
-from .wire import Framer
+from .framing import Framer
 
 _OPS = {"sum": dist.ReduceOp.SUM, "prod": dist.ReduceOp.PRODUCT,
         "max": dist.ReduceOp.MAX, "min": dist.ReduceOp.MIN}

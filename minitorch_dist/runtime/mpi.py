@@ -3,7 +3,7 @@
     mpirun -n 4 python train.py      # in train.py: launch(main, 4) runs this rank's part
     launch(main, 4, backend="mpi")   # or from a notebook: ranks started by mpiexec
 
-Point-to-point: wire.Framer over MPI Isend/Irecv of raw bytes, handed to MPI without
+Point-to-point: framing.Framer over MPI Isend/Irecv of raw bytes, handed to MPI without
 a copy. Control messages (headers, small payloads) travel on a communicator of their
 own, received from any source by the Framer's listener thread; payloads on the
 group's data communicator. Provided collectives: MPI's non-blocking ones (Iallreduce,
@@ -29,6 +29,7 @@ import zlib
 import torch
 
 from . import wire
+from .framing import Framer
 from .backend import Backend, DoneWork, Work
 from .env import mpi_rank_and_size
 from .mpi_progress import _Listener, _RecvWait, _RequestWork, _mpi, _raw
@@ -93,7 +94,7 @@ class MpiBackend(Backend):
                                f"{wire.TAG_BITS}-bit user tags; use the gloo backend")
         self._orphans: list = []               # buffers of requests abandoned at a deadline
         self._listener = _Listener(self._ctrl, self.rank)
-        self._framer = wire.Framer(self._raw_isend, self._raw_irecv, self._raw_irecv_any,
+        self._framer = Framer(self._raw_isend, self._raw_irecv, self._raw_irecv_any,
                                    self.rank, self.size, self._name_rank)
         if not _live:
             atexit.register(_stop_listeners)
