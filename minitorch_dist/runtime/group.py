@@ -28,9 +28,9 @@ from .backend import REDUCE_OPS, Backend, DeadlineExpired, Work
 from .context import RankContext
 from .deadlock import format_report
 from .errors import CollectivesDisabledError, DeadlockError
-from .handle import Handle, wait_all
+from .handle import Handle, _finish_now, wait_all
 from .checks import check_rank, check_tag, check_tensor, where
-from .wire import check_match
+from .wire import MAX_TAG, check_match
 
 __all__ = ["Group", "RankContext", "Handle", "wait_all"]
 
@@ -169,30 +169,37 @@ class Group:
         cannot deadlock. Cost: alpha + n*s*beta (full-duplex links). With dst == src ==
         this rank (a ring of one) it is a local copy.
         """
-        for t, name in ((send_tensor, "send_tensor"), (recv_tensor, "recv_tensor")):
-            check_tensor(self, t, "sendrecv", name)
-        if dst == src == self.rank:      # a ring of one: the exchange is a local copy, no message
-            check_match(recv_tensor, send_tensor.dtype, tuple(send_tensor.shape), "sendrecv", "sendrecv",
-                        f"rank {self.rank}", f"rank {self.rank}", tag)
-            return recv_tensor.copy_(send_tensor)
-        check_rank(self, dst, "sendrecv", "dst")
-        check_rank(self, src, "sendrecv", "src")
-        check_tag(self, tag, "sendrecv")
+        size, rank = self._backend.size, self._backend.rank
+        if not (type(send_tensor) is torch.Tensor and type(recv_tensor) is torch.Tensor
+                and type(dst) is int and type(src) is int and type(tag) is int
+                and 0 <= dst < size and 0 <= src < size and dst != rank and src != rank
+                and 0 <= tag <= MAX_TAG):
+            # not the common case: the full checks raise the right error (or allow a ring of one)
+            for t, name in ((send_tensor, "send_tensor"), (recv_tensor, "recv_tensor")):
+                check_tensor(self, t, "sendrecv", name)
+            if dst == src == self.rank:  # a ring of one: the exchange is a local copy, no message
+                check_match(recv_tensor, send_tensor.dtype, tuple(send_tensor.shape), "sendrecv", "sendrecv",
+                            f"rank {self.rank}", f"rank {self.rank}", tag)
+                return recv_tensor.copy_(send_tensor)
+            check_rank(self, dst, "sendrecv", "dst")
+            check_rank(self, src, "sendrecv", "src")
+            check_tag(self, tag, "sendrecv")
         start = self._clock()
         staging = None if recv_tensor.is_contiguous() else torch.empty_like(recv_tensor, memory_format=torch.contiguous_format)
         payload = send_tensor.contiguous()
         rwork = self._backend.irecv(recv_tensor if staging is None else staging, src, tag, "sendrecv")
         swork = self._backend.isend(payload, dst, tag, "sendrecv")
-        self._ctx.recorder.count("sendrecv", sent=1, recv=1, bytes_sent=_nbytes(payload),
-                                 bytes_recv=_nbytes(recv_tensor))
-        text = f"sendrecv(dst={self.ranks[dst]}, src={self.ranks[src]}, tag={tag})"
-        self._wait(rwork, text, (self.ranks[src],))
-        self._wait(swork, text, (self.ranks[dst],))
+        sent, received = payload.nbytes, recv_tensor.nbytes
+        self._ctx.recorder.count("sendrecv", sent=1, recv=1, bytes_sent=sent, bytes_recv=received)
+        ranks = self._backend.world_ranks
+        if not (_finish_now(rwork) and _finish_now(swork)):
+            text = f"sendrecv(dst={ranks[dst]}, src={ranks[src]}, tag={tag})"
+            self._wait(rwork, text, (ranks[src],))
+            self._wait(swork, text, (ranks[dst],))
         if staging is not None:
             recv_tensor.copy_(staging)
         end = self._clock()
-        rec = self._ctx.recorder
-        rec.event("sendrecv", self.ranks[dst], tag, _nbytes(payload) + _nbytes(recv_tensor), start, end, self.name)
+        self._ctx.recorder.event("sendrecv", ranks[dst], tag, sent + received, start, end, self.name)
         return recv_tensor
 
     # -- collectives -------------------------------------------------------------------------

@@ -30,6 +30,17 @@ from .wire import check_match
 MAX_IN_FLIGHT = 64   # buffered eager messages per rank before it lets others run first
 
 
+def _finish_now(work) -> bool:
+    """Work.finish_now (see handle.py): when done without error, advance the clock; True if so."""
+    end = work.end
+    if end is None or work.error is not None:
+        return False
+    slot = work.backend.slot
+    if end > slot.clock:
+        slot.clock = end
+    return True
+
+
 class SendWork(Work):
     """A posted send. `end` is the simulated time it completes, None until known."""
 
@@ -47,6 +58,8 @@ class SendWork(Work):
 
     def wait(self, timeout: float | None) -> None:
         _wait(self)
+
+    finish_now = _finish_now
 
     def describe(self) -> tuple[str, tuple[int, ...], str]:
         """(op text, world ranks it waits for, collective key) for deadlock reports."""
@@ -69,6 +82,8 @@ class RecvWork(Work):
     def wait(self, timeout: float | None) -> None:
         _wait(self)
 
+    finish_now = _finish_now
+
     def describe(self) -> tuple[str, tuple[int, ...], str]:
         """(op text, world ranks it waits for, collective key) for deadlock reports."""
         peer = self.backend.world_ranks[self.src]
@@ -88,7 +103,7 @@ def post_send(backend, tensor: torch.Tensor, dst: int, tag: int, op: str) -> Sen
     """Post a send of `tensor` from `backend`'s rank to its group rank `dst`. Cost: see module doc."""
     sched = backend.scheduler
     src_w, dst_w = backend.me, backend.world_ranks[dst]
-    limit = sched.network.eager_limit
+    limit = sched.eager_limit
     nbytes = tensor.nbytes
     eager = limit is None or nbytes <= limit
     send = SendWork(backend, tensor, dst, tag, op, backend.slot.clock, eager)
@@ -139,8 +154,7 @@ def post_recv(backend, buffer: torch.Tensor, src: int, tag: int, op: str) -> Rec
 
 def _book(sched, src_w: int, dst_w: int, ready: float, nbytes: int) -> float:
     """Hold src's send port and dst's receive port for one message ready at `ready`; return its end."""
-    net = sched.network
-    duration = net.alpha + nbytes * net.beta
+    duration = sched.alpha + nbytes * sched.beta
     start = book_transfer(sched.send_ports[src_w], sched.recv_ports[dst_w], ready, duration,
                           sched.horizon)
     return start + duration
@@ -151,8 +165,10 @@ def _transfer(sched, send: SendWork, recv: RecvWork, src_w: int, dst_w: int, nby
     if send.arrival is None:
         ready = send.posted if send.eager else max(send.posted, recv.posted)
         send.arrival = send.end = _book(sched, src_w, dst_w, ready, nbytes)
-        sched.wake(send.waiter, send.end)
-    recv.end = max(recv.posted, send.arrival)
+        if send.waiter is not None:
+            sched.wake(send.waiter, send.end)
+    arrival = send.arrival
+    recv.end = recv.posted if recv.posted > arrival else arrival   # max(recv.posted, arrival)
     buffer, data = recv.buffer, send.tensor
     if buffer.dtype == data.dtype and buffer.shape == data.shape:
         (buffer.detach() if buffer.requires_grad else buffer).copy_(data)
@@ -164,4 +180,5 @@ def _transfer(sched, send: SendWork, recv: RecvWork, src_w: int, dst_w: int, nby
         except MessageMismatchError as exc:
             recv.error = exc
     send.tensor = None                              # drop the copy (or the reference)
-    sched.wake(recv.waiter, recv.end)
+    if recv.waiter is not None:
+        sched.wake(recv.waiter, recv.end)

@@ -89,8 +89,11 @@ def book_transfer(send_port: Port, recv_port: Port, ready: float, duration: floa
             if busy_until is None:
                 break
         s = busy_until
-    for port in (send_port, recv_port):
-        port.book(s, s + duration)
-        if len(port.starts) > port.prune_at:
-            port.prune(horizon())
+    e = s + duration
+    send_port.book(s, e)
+    recv_port.book(s, e)
+    if len(send_port.starts) > send_port.prune_at:
+        send_port.prune(horizon())
+    if len(recv_port.starts) > recv_port.prune_at:
+        recv_port.prune(horizon())
     return s

@@ -62,6 +62,7 @@ class Scheduler:
     def __init__(self, world_size: int, network):
         self.world_size = world_size
         self.network = network
+        self.alpha, self.beta, self.eager_limit = network.alpha, network.beta, network.eager_limit
         self.slots = [RankSlot(r) for r in range(world_size)]
         self.send_ports = [Port() for _ in range(world_size)]
         self.recv_ports = [Port() for _ in range(world_size)]
