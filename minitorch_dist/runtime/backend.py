@@ -29,6 +29,14 @@ class Work(ABC):
         After DeadlineExpired the backend may be unusable: the caller treats it as fatal.
         """
 
+    def finish_now(self) -> bool:
+        """Complete the work if that needs no waiting, and say so (sim: it is already done).
+
+        True lets the Group skip the bookkeeping of a blocking wait (deadlock tracking).
+        Real backends cannot know without waiting: False.
+        """
+        return False
+
 
 class DoneWork(Work):
     """A Work that is already complete (size-1 groups, zero-size collectives)."""

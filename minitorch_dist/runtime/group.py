@@ -28,7 +28,7 @@ from .backend import REDUCE_OPS, Backend, DeadlineExpired, Work
 from .context import RankContext
 from .deadlock import format_report
 from .errors import CollectivesDisabledError, DeadlockError
-from .handle import Handle, _finish_now, wait_all
+from .handle import Handle, wait_all
 from .checks import check_rank, check_tag, check_tensor, where
 from .wire import MAX_TAG, check_match
 
@@ -192,7 +192,7 @@ class Group:
         sent, received = payload.nbytes, recv_tensor.nbytes
         self._ctx.recorder.count("sendrecv", sent=1, recv=1, bytes_sent=sent, bytes_recv=received)
         ranks = self._backend.world_ranks
-        if not (_finish_now(rwork) and _finish_now(swork)):
+        if not (rwork.finish_now() and swork.finish_now()):
             text = f"sendrecv(dst={ranks[dst]}, src={ranks[src]}, tag={tag})"
             self._wait(rwork, text, (ranks[src],))
             self._wait(swork, text, (ranks[dst],))

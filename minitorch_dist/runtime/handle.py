@@ -7,16 +7,6 @@ import torch
 from .backend import Work
 
 
-def _finish_now(work: Work) -> bool:
-    """Complete `work` if it can be without waiting (sim: already done); True if so.
-
-    Then nothing needs tracking for deadlock reports. Backends whose Work has no
-    `finish_now` always go through Group._wait.
-    """
-    finish_now = getattr(work, "finish_now", None)
-    return finish_now is not None and finish_now()
-
-
 class Handle:
     """A posted isend or irecv. `wait()` blocks until it is done and returns the tensor."""
 
@@ -36,7 +26,7 @@ class Handle:
         if self._done:
             return self._result
         g = self._group
-        if not _finish_now(self._work):
+        if not self._work.finish_now():
             verb = "src" if self._op in ("recv", "irecv") else "dst"
             g._wait(self._work, f"{self._op}({verb}={g.ranks[self._peer]}, tag={self._tag})",
                     (g.ranks[self._peer],))

@@ -31,7 +31,7 @@ MAX_IN_FLIGHT = 64   # buffered eager messages per rank before it lets others ru
 
 
 def _finish_now(work) -> bool:
-    """Work.finish_now (see handle.py): when done without error, advance the clock; True if so."""
+    """Work.finish_now (see backend.Work): when done without error, advance the clock; True if so."""
     end = work.end
     if end is None or work.error is not None:
         return False
