@@ -35,10 +35,6 @@ from .wire import MAX_TAG, check_match
 __all__ = ["Group", "RankContext", "Handle", "wait_all"]
 
 
-def _nbytes(t: torch.Tensor) -> int:
-    return t.numel() * t.element_size()
-
-
 class Group:
     """A set of ranks that talk to each other. Rank code receives one; pass it explicitly."""
 
@@ -136,8 +132,8 @@ class Group:
         start = self._clock()
         payload = tensor.contiguous()
         work = self._backend.isend(payload, dst, tag, _op)
-        self._ctx.recorder.count(_op, sent=1, bytes_sent=_nbytes(payload))
-        return Handle(self, work, _op, dst, tag, _nbytes(payload), start, tensor, None)
+        self._ctx.recorder.count(_op, sent=1, bytes_sent=payload.nbytes)
+        return Handle(self, work, _op, dst, tag, payload.nbytes, start, tensor, None)
 
     def irecv(self, tensor: torch.Tensor, src: int, tag: int = 0, _op: str = "irecv") -> Handle:
         """Start receiving into `tensor` from rank `src`; `wait()` returns the filled tensor.
@@ -150,8 +146,8 @@ class Group:
         start = self._clock()
         staging = None if tensor.is_contiguous() else torch.empty_like(tensor, memory_format=torch.contiguous_format)
         work = self._backend.irecv(tensor if staging is None else staging, src, tag, _op)
-        self._ctx.recorder.count(_op, recv=1, bytes_recv=_nbytes(tensor))
-        return Handle(self, work, _op, src, tag, _nbytes(tensor), start, tensor, staging)
+        self._ctx.recorder.count(_op, recv=1, bytes_recv=tensor.nbytes)
+        return Handle(self, work, _op, src, tag, tensor.nbytes, start, tensor, staging)
 
     def send(self, tensor: torch.Tensor, dst: int, tag: int = 0) -> None:
         """Send `tensor` to rank `dst`; returns once the tensor may be reused."""
@@ -233,7 +229,7 @@ class Group:
             raise TypeError(f"all_reduce on {where(self)}: op='avg' needs a floating dtype, got {tensor.dtype}")
         buf = tensor if tensor.is_contiguous() else tensor.contiguous()
         self._collective("all_reduce", lambda: self._backend.all_reduce(buf, "sum" if op == "avg" else op),
-                         _nbytes(buf))
+                         buf.nbytes)
         if op == "avg":
             buf.div_(self.size)
         if buf is not tensor:
@@ -245,7 +241,7 @@ class Group:
         check_tensor(self, tensor, "broadcast")
         check_rank(self, src, "broadcast", "src", allow_self=True)
         buf = tensor if tensor.is_contiguous() else tensor.contiguous()
-        self._collective("broadcast", lambda: self._backend.broadcast(buf, src), _nbytes(buf))
+        self._collective("broadcast", lambda: self._backend.broadcast(buf, src), buf.nbytes)
         if buf is not tensor:
             tensor.copy_(buf)
         return tensor
@@ -258,7 +254,7 @@ class Group:
         check_tensor(self, tensor, "all_gather")
         flat = tensor.reshape(1) if tensor.dim() == 0 else tensor.contiguous()
         out = flat.new_empty((self.size * flat.shape[0], *flat.shape[1:]))
-        self._collective("all_gather", lambda: self._backend.all_gather(out, flat), _nbytes(flat))
+        self._collective("all_gather", lambda: self._backend.all_gather(out, flat), flat.nbytes)
         return out
 
     def reduce_scatter(self, tensor: torch.Tensor, op: str = "sum") -> torch.Tensor:
@@ -275,7 +271,7 @@ class Group:
                              f"pad it")
         buf = tensor.contiguous()
         out = buf.new_empty((buf.shape[0] // self.size, *buf.shape[1:]))
-        self._collective("reduce_scatter", lambda: self._backend.reduce_scatter(out, buf, op), _nbytes(buf))
+        self._collective("reduce_scatter", lambda: self._backend.reduce_scatter(out, buf, op), buf.nbytes)
         return out
 
     # -- sub-groups --------------------------------------------------------------------------
