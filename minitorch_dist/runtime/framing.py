@@ -1,7 +1,7 @@
 """Framing: Group messages over a raw byte transport (gloo, mpi), with progress of their own.
 
-Every Group message is a control message (wire.py) followed, for payloads over 896
-bytes, by the payload on its own data tag. Each rank runs one listener thread per
+Every Group message is a control message (wire.py) followed, for payloads over about
+16 KiB, by the payload on its own data tag. Each rank runs one listener thread per
 group that receives control messages from any peer (the transport's
 receive-from-any-source). When a header meets its posted receive, the listener
 checks it against the buffer (a mismatch is a clear MessageMismatchError naming both

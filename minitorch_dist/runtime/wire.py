@@ -1,8 +1,8 @@
 """The wire format of the process backends (gloo, mpi): control messages and their checks.
 
-A control message is 1 KiB: an int64[16] header (magic, kind, sender's op, dtype,
-ndim, numel, tag, sequence number, sender's rank, shape...) and, for payloads up to
-896 bytes, the payload itself. Larger payloads travel as a second raw message on
+A control message is an int64[16] header (magic, kind, sender's op, dtype, ndim,
+numel, tag, sequence number, sender's rank, shape...) followed, for payloads up to
+16 KiB - 128 bytes, by the payload itself; listeners post 16 KiB receives. Larger payloads travel as a second raw message on
 data tag (tag << SEQ_BITS) | seq. How messages flow is framing.py's business.
 
 check_match is shared by every backend (sim too), so a receive whose buffer does not
@@ -19,8 +19,8 @@ from .errors import MessageMismatchError
 
 MAGIC = 0x6D74645F  # "mtd_"
 HEADER_LEN = 16                     # int64 fields
-INLINE_BYTES = 896                  # payloads up to this size ride in the control message
-CONTROL_BYTES = HEADER_LEN * 8 + INLINE_BYTES
+CONTROL_BYTES = 16 * 1024           # what a listener posts; a control message may be shorter
+INLINE_BYTES = CONTROL_BYTES - HEADER_LEN * 8   # payloads up to this size ride in the control message
 MAX_NDIM = HEADER_LEN - 9
 TAG_BITS = 11                       # user tags 0..2047
 MAX_TAG = (1 << TAG_BITS) - 1
@@ -43,26 +43,28 @@ def describe(dtype: torch.dtype, shape) -> str:
 
 
 def encode_header(tensor: torch.Tensor, op: str, tag: int, seq: int, src: int) -> torch.Tensor:
-    """The control message (uint8[CONTROL_BYTES]) announcing `tensor`, sent by `op`."""
+    """The control message announcing `tensor`, sent by `op`: the header, then the payload if it
+    fits (both transports accept a message shorter than the posted buffer)."""
     if tensor.dim() > MAX_NDIM:
         raise ValueError(f"{op}: tensors of more than {MAX_NDIM} dimensions are not supported "
                          f"(got {tensor.dim()}); reshape before sending")
     if tensor.dtype not in _DTYPE_CODE:
         raise TypeError(f"{op}: dtype {tensor.dtype} is not supported by the wire format")
-    buf = bytearray(CONTROL_BYTES)
+    nbytes = tensor.numel() * tensor.element_size()
+    inline = nbytes if nbytes <= INLINE_BYTES else 0
+    buf = bytearray(HEADER_LEN * 8 + inline)
     ndim = tensor.dim()
     _HEADER.pack_into(buf, 0, MAGIC, _MSG, OPS.index(op), _DTYPE_CODE[tensor.dtype], ndim, tensor.numel(),
                       tag, seq, src, *tensor.shape, *([0] * (MAX_NDIM - ndim)))
     control = torch.frombuffer(buf, dtype=torch.uint8)
-    nbytes = tensor.numel() * tensor.element_size()
-    if 0 < nbytes <= INLINE_BYTES:
-        control[HEADER_LEN * 8:HEADER_LEN * 8 + nbytes] = as_bytes(tensor.cpu())
+    if inline:
+        control[HEADER_LEN * 8:] = as_bytes(tensor.cpu())
     return control
 
 
 def encode_control(kind: int, src: int, numel: int = 0, tag: int = 0, seq: int = 0) -> torch.Tensor:
     """A control message with no tensor: goodbye (_BYE) or "my receive is posted" (_READY)."""
-    control = torch.zeros(CONTROL_BYTES, dtype=torch.uint8)
+    control = torch.zeros(HEADER_LEN * 8, dtype=torch.uint8)
     _HEADER.pack_into(control.numpy(), 0, MAGIC, kind, 0, 0, 0, numel, tag, seq, src, *([0] * MAX_NDIM))
     return control
 

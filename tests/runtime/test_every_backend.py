@@ -42,12 +42,12 @@ def test_every_op_mpi_pool(world_size):
 
 
 def _mismatch_big(group):
-    """Rank 0 sends 1000 floats (a payload message, not inline); rank 1's buffer holds 500."""
+    """Rank 0 sends 10000 floats (a payload message, not inline); rank 1's buffer holds 5000."""
     import torch
     if group.rank == 0:
-        group.send(torch.arange(1000.0), 1)
+        group.send(torch.arange(10000.0), 1)
     else:
-        group.recv(torch.empty(500), 0)
+        group.recv(torch.empty(5000), 0)
 
 
 @pytest.mark.mpi
@@ -59,6 +59,6 @@ def test_mpi_pool_mismatch_larger_than_the_buffer():
         with pytest.raises(RankError) as info:
             launch(_mismatch_big, 2, backend="mpi")
         assert isinstance(info.value.cause, MessageMismatchError)
-        assert "(1000,)" in str(info.value) and "(500,)" in str(info.value)
+        assert "(10000,)" in str(info.value) and "(5000,)" in str(info.value)
     finally:
         shutdown()

@@ -117,10 +117,10 @@ def _mismatch(group, shape, dtype, sent):
 
 @pytest.mark.parametrize("shape, dtype, sent, what", [
     ((4,), torch.float32, 8, "size"), ((2, 4), torch.float32, 8, "shape"), ((8,), torch.float64, 8, "dtype"),
-    ((400,), torch.float32, 8, "size"),      # a payload-sized buffer, an inline message
-    ((500,), torch.float32, 1000, "size"),   # payload bigger than the posted buffer: never sent
-    ((2000,), torch.float32, 1000, "size"),  # payload smaller than the posted buffer
-    ((2, 500), torch.float32, 1000, "shape")])
+    ((8000,), torch.float32, 8, "size"),       # a payload-sized buffer, an inline message
+    ((5000,), torch.float32, 10000, "size"),   # payload bigger than the posted buffer: never sent
+    ((20000,), torch.float32, 10000, "size"),  # payload smaller than the posted buffer
+    ((2, 5000), torch.float32, 10000, "shape")])
 def test_mismatched_receive(shape, dtype, sent, what, no_leftover_processes):
     with pytest.raises(RankError) as info:
         launch(_mismatch, 2, args=(shape, dtype, sent))
