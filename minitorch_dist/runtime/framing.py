@@ -83,13 +83,19 @@ class Framer:
                 work.post(self._raw_isend(as_bytes(tensor), dst, self._data_tag(tag, seq)))
             else:
                 work.pending()
-                with self._lock:
-                    room = self._ready.pop((dst, tag, seq), None)
-                    if room is None:
-                        self._unready[dst, tag, seq] = work
+                room = self._meet(self._ready, self._unready, (dst, tag, seq), work)
                 if room is not None:
                     self._send_payload(work, dst, tag, seq, room)
         return work
+
+    def _meet(self, other_side: dict, this_side: dict, key, mine):
+        """Rendezvous of two halves that arrive in either order (a header and its receive, a
+        READY and its send): take the other half if it is there, else leave `mine` for it."""
+        with self._lock:
+            theirs = other_side.pop(key, None)
+            if theirs is None:
+                this_side[key] = mine
+        return theirs
 
     def _send_payload(self, work: "_SendWork", dst: int, tag: int, seq: int, room: int) -> None:
         """The receiver posted `room` bytes: send the payload if it fits, else one dummy byte."""
@@ -143,17 +149,11 @@ class Framer:
                     continue
                 if kind == _READY:
                     room = _HEADER.unpack_from(control.numpy())[5]
-                    with self._lock:
-                        waiting = self._unready.pop((src, tag, seq), None)
-                        if waiting is None:
-                            self._ready[src, tag, seq] = room
+                    waiting = self._meet(self._unready, self._ready, (src, tag, seq), room)
                     if waiting is not None:
                         self._send_payload(waiting, src, tag, seq, room)
                     continue
-                with self._lock:
-                    pending = self._posted.pop((src, tag, seq), None)
-                    if pending is None:
-                        self._early[src, tag, seq] = control
+                pending = self._meet(self._posted, self._early, (src, tag, seq), control)
                 if pending is not None:
                     self._match(pending, control)
         except BaseException as exc:  # noqa: BLE001 - a peer died or the group was torn down

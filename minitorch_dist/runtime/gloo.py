@@ -94,42 +94,43 @@ class GlooBackend(Backend):
         return self._framer.irecv(tensor, src, tag, op)
 
     # -- collectives ---------------------------------------------------------------------
-    def _reduce(self, tensor: torch.Tensor, post) -> Work:
-        """Run `post(buffer)` on a gloo-friendly copy when gloo cannot handle tensor's dtype."""
+    def _reduce(self, out: torch.Tensor, tensor: torch.Tensor, post) -> Work:
+        """post(out_buf, in_buf) on `out` and `tensor` themselves when gloo can reduce their dtype
+        on the CPU; else on wider host copies, with the result copied back into `out`."""
         wider = _WIDER.get(tensor.dtype)
         if wider is None and tensor.device.type == "cpu":
-            return _GlooWork(post(tensor), self.rank)
-        buf = tensor.to(device="cpu", dtype=wider or tensor.dtype)
-        return _GlooWork(post(buf), self.rank, after=lambda: tensor.copy_(buf))
+            return _GlooWork(post(out, tensor), self.rank)
+        src = tensor.to(device="cpu", dtype=wider or tensor.dtype)
+        dst = src if out is tensor else torch.empty(out.shape, dtype=src.dtype)
+        return _GlooWork(post(dst, src), self.rank, after=lambda: out.copy_(dst))
 
     def all_reduce(self, tensor, op):
         if tensor.numel() == 0:
             return self.barrier()
         opts = dist.AllreduceOptions()
         opts.reduceOp = _OPS[op]
-        return self._reduce(tensor, lambda buf: self._pg.allreduce([buf], opts))
+        return self._reduce(tensor, tensor, lambda _, buf: self._pg.allreduce([buf], opts))
 
     def reduce_scatter(self, out, tensor, op):
         if tensor.numel() == 0:
             return self.barrier()
         opts = dist.ReduceScatterOptions()
         opts.reduceOp = _OPS[op]
-        wider = _WIDER.get(tensor.dtype)
-        if wider is None and tensor.device.type == "cpu":
-            return _GlooWork(self._pg.reduce_scatter([out], [list(tensor.chunk(self.size))], opts), self.rank)
-        src = tensor.to(device="cpu", dtype=wider or tensor.dtype)
-        dst = torch.empty(out.shape, dtype=src.dtype)
-        work = self._pg.reduce_scatter([dst], [list(src.chunk(self.size))], opts)
-        return _GlooWork(work, self.rank, after=lambda: out.copy_(dst))
+        return self._reduce(out, tensor, lambda dst, src: self._pg.reduce_scatter(
+            [dst], [list(src.chunk(self.size))], opts))
 
     def all_gather(self, out, tensor):
         if tensor.numel() == 0:
             return self.barrier()
-        # Gathering moves bytes only: a uint8 view works for every dtype.
+        # Gathering moves bytes only: a uint8 view works for every dtype. A CPU `out` is
+        # gathered into directly; anything else goes through a host buffer.
         host_in = tensor.cpu().reshape(-1).view(torch.uint8)
-        host_out = torch.empty(out.numel() * out.element_size(), dtype=torch.uint8)
+        direct = out.device.type == "cpu" and out.is_contiguous()
+        host_out = out.reshape(-1).view(torch.uint8) if direct else \
+            torch.empty(out.numel() * out.element_size(), dtype=torch.uint8)
         work = self._pg.allgather([list(host_out.chunk(self.size))], [host_in])
-        return _GlooWork(work, self.rank, after=lambda: out.copy_(host_out.view(out.dtype).view(out.shape)))
+        after = None if direct else (lambda: out.copy_(host_out.view(out.dtype).view(out.shape)))
+        return _GlooWork(work, self.rank, after=after)
 
     def broadcast(self, tensor, src):
         if tensor.numel() == 0:

@@ -30,22 +30,37 @@ from .wire import check_match
 MAX_IN_FLIGHT = 64   # buffered eager messages per rank before it lets others run first
 
 
-def _finish_now(work) -> bool:
-    """Work.finish_now (see backend.Work): when done without error, advance the clock; True if so."""
-    end = work.end
-    if end is None or work.error is not None:
-        return False
-    slot = work.backend.slot
-    if end > slot.clock:
-        slot.clock = end
-    return True
+class _P2PWork(Work):
+    """What sends and receives share: waiting, finishing early, describing themselves."""
+
+    __slots__ = ()
+    _verb = ""          # "dst" or "src": the attribute naming the peer
+
+    def wait(self, timeout: float | None) -> None:
+        _wait(self)
+
+    def finish_now(self) -> bool:
+        """Work.finish_now: when done without error, advance the clock; True if so."""
+        end = self.end
+        if end is None or self.error is not None:
+            return False
+        slot = self.backend.slot
+        if end > slot.clock:
+            slot.clock = end
+        return True
+
+    def describe(self) -> tuple[str, tuple[int, ...], str]:
+        """(op text, world ranks it waits for, collective key) for deadlock reports."""
+        peer = self.backend.world_ranks[getattr(self, self._verb)]
+        return f"{self.op}({self._verb}={peer}, tag={self.tag})", (peer,), ""
 
 
-class SendWork(Work):
+class SendWork(_P2PWork):
     """A posted send. `end` is the simulated time it completes, None until known."""
 
     __slots__ = ("backend", "dst", "tag", "op", "tensor", "posted", "eager", "arrival",
                  "end", "error", "waiter")
+    _verb = "dst"
 
     def __init__(self, backend, tensor: torch.Tensor, dst: int, tag: int, op: str,
                  posted: float, eager: bool):
@@ -56,21 +71,12 @@ class SendWork(Work):
         self.error = None
         self.waiter = None
 
-    def wait(self, timeout: float | None) -> None:
-        _wait(self)
 
-    finish_now = _finish_now
-
-    def describe(self) -> tuple[str, tuple[int, ...], str]:
-        """(op text, world ranks it waits for, collective key) for deadlock reports."""
-        peer = self.backend.world_ranks[self.dst]
-        return f"{self.op}(dst={peer}, tag={self.tag})", (peer,), ""
-
-
-class RecvWork(Work):
+class RecvWork(_P2PWork):
     """A posted receive into `buffer`. `error` is a MessageMismatchError, raised by wait()."""
 
     __slots__ = ("backend", "src", "tag", "op", "buffer", "posted", "end", "error", "waiter")
+    _verb = "src"
 
     def __init__(self, backend, buffer: torch.Tensor, src: int, tag: int, op: str, posted: float):
         self.backend, self.buffer, self.src, self.tag, self.op = backend, buffer, src, tag, op
@@ -78,16 +84,6 @@ class RecvWork(Work):
         self.end = None
         self.error = None
         self.waiter = None
-
-    def wait(self, timeout: float | None) -> None:
-        _wait(self)
-
-    finish_now = _finish_now
-
-    def describe(self) -> tuple[str, tuple[int, ...], str]:
-        """(op text, world ranks it waits for, collective key) for deadlock reports."""
-        peer = self.backend.world_ranks[self.src]
-        return f"{self.op}(src={peer}, tag={self.tag})", (peer,), ""
 
 
 def _wait(work) -> None:
