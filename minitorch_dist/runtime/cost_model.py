@@ -12,7 +12,7 @@ Contents, simplest first:
     all_reduce_costs       every all-reduce algorithm's time, as a dict
     traffic                rounds, messages and bytes an algorithm sends (for counters)
     algorithm_bandwidth, bus_bandwidth     nccl-tests' algbw and busbw
-    fit_alpha_beta, ping_pong              measure alpha and beta of a real network
+(Measuring alpha and beta is homework 1's task 1.1: minitorch_dist.collectives.ping_pong.)
 
 Non-powers of two (MPICH): q = largest power of two <= p, r = p - q. The first 2r
 ranks pair up, the even ones hand their buffer to their odd neighbour and sit out,
@@ -22,7 +22,6 @@ q ranks run the power-of-two algorithm, the result goes back: two extra full-siz
 from __future__ import annotations
 
 import math
-import statistics
 from dataclasses import dataclass
 
 
@@ -217,77 +216,3 @@ def bus_bandwidth(op: str, p: int, n_bytes: float, seconds: float) -> float:
     if op not in _BUS_FACTORS:
         raise ValueError(f"bus_bandwidth: unknown op {op!r}; known: {sorted(_BUS_FACTORS)}")
     return algorithm_bandwidth(n_bytes, seconds) * _BUS_FACTORS[op](p)
-
-
-# -- measuring alpha and beta ----------------------------------------------------------------
-def fit_alpha_beta(sizes_bytes, seconds, relative: bool = True) -> tuple[float, float]:
-    """Least-squares fit of t = alpha + n*beta to measured (size, time) pairs.
-
-    relative=True (default) minimizes the squared *relative* residuals
-    ((alpha + n*beta - t) / t)^2: timing noise grows with the time, and a plain fit
-    lets the largest messages swamp alpha. relative=False (or any t <= 0) is the
-    plain fit. Exact data gives alpha and beta back exactly either way.
-    Needs at least two distinct sizes (else ValueError). Noise on small sizes can
-    make the intercept negative: alpha is then clipped to 0 and beta refit through
-    the origin; likewise a negative beta is clipped to 0 and alpha refit alone.
-    """
-    import numpy as np
-
-    n = np.asarray(sizes_bytes, dtype=float).ravel()
-    t = np.asarray(seconds, dtype=float).ravel()
-    if n.shape != t.shape:
-        raise ValueError(f"fit_alpha_beta: {n.size} sizes but {t.size} times")
-    if not (np.all(np.isfinite(n)) and np.all(np.isfinite(t))):
-        raise ValueError("fit_alpha_beta: sizes and times must be finite numbers")
-    if np.unique(n).size < 2:
-        raise ValueError(f"fit_alpha_beta: need at least two distinct message sizes to separate "
-                         f"alpha from beta, got {np.unique(n).tolist()}; measure more sizes")
-    w = 1.0 / t if relative and np.all(t > 0) else np.ones_like(t)     # (k,) row weights
-    A = np.stack([np.ones_like(n), n], axis=1) * w[:, None]             # (k, 2)
-    b = t * w                                                           # (k,)
-    (alpha, beta), *_ = np.linalg.lstsq(A, b, rcond=None)
-    if alpha < 0:
-        alpha, beta = 0.0, np.linalg.lstsq(A[:, 1:], b, rcond=None)[0][0]
-    if beta < 0:
-        alpha, beta = max(np.linalg.lstsq(A[:, :1], b, rcond=None)[0][0], 0.0), 0.0
-    return float(alpha), float(beta)
-
-
-def ping_pong(group, sizes_bytes, repeats: int = 10, warmup: int = 2, peer: int = 1) -> dict[int, float]:
-    """Measure one-way message times between group ranks 0 and `peer` (every rank calls it).
-
-    Steps: for each size, rank 0 sends a uint8 buffer to `peer` and receives it back,
-    warmup + repeats times; other ranks do nothing. Times come from group.now()
-    (wall clock; the virtual clock on sim).
-    Returns on rank 0 {size: median round trip / 2}, {} on the other ranks; feed it to
-    fit_alpha_beta(list(d), list(d.values())).
-    """
-    import torch
-
-    if group.size < 2:
-        raise ValueError(f"ping_pong: needs a group of at least 2 ranks, got size {group.size}")
-    if isinstance(peer, bool) or not isinstance(peer, int) or not 1 <= peer < group.size:
-        raise ValueError(f"ping_pong: peer={peer!r} must be a rank of the group other than 0 "
-                         f"(1..{group.size - 1})")
-    if repeats < 1 or warmup < 0:
-        raise ValueError(f"ping_pong: need repeats >= 1 and warmup >= 0, got {repeats}, {warmup}")
-    result: dict[int, float] = {}
-    if group.rank not in (0, peer):
-        return result
-    for size in sizes_bytes:
-        size = int(size)
-        buf = torch.zeros(size, dtype=torch.uint8)
-        one_way = []
-        for i in range(warmup + repeats):
-            if group.rank == 0:
-                start = group.now()
-                group.send(buf, peer)
-                group.recv(buf, peer)
-                if i >= warmup:
-                    one_way.append((group.now() - start) / 2)
-            else:
-                group.recv(buf, 0)
-                group.send(buf, 0)
-        if group.rank == 0:
-            result[size] = statistics.median(one_way)
-    return result

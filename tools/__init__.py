@@ -1,0 +1,1 @@
+"""Instructor tools: stubs from solutions, overlays, releases (not shipped to students)."""
