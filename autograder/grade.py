@@ -1,0 +1,207 @@
+"""Grade one submission of a homework and write Gradescope's results.json.
+
+    python -m autograder.grade hw1 SUBMISSION --out results.json
+    python -m autograder.grade hw1 solutions          # CI: the reference scores full marks
+    python -m autograder.grade hw1 stubs              # CI: the stubs score 0
+
+SUBMISSION is a folder or a zip holding the homework's editable files (at their kit paths,
+under one top folder, or flat). Steps:
+  1. copy the pristine kit to a temporary folder; start the runner there (a zygote that has
+     imported torch, pytest and the runtime, or a fresh python per test with --no-zygote);
+  2. collect the public and hidden tests against the stubs: one graded test per function;
+  3. lay the submission's editable files over the kit; a file that is missing or does not
+     compile is replaced by its stub and reported in the "submission check" entry;
+  4. run each test function in its own session with a wall-clock limit (time_limit marker,
+     else --limit) and MINITORCH_DIST_DEADLINE set short, so a deadlock is reported by the
+     runtime before the limit; kill every process it left;
+  5. score = points * passed cases / cases; write results.json; print a table and a total.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import secrets
+import shutil
+import sys
+import tempfile
+import time
+
+from autograder import isolate
+from autograder.collect import DEFAULT_LIMIT, collect, pytest_args
+from autograder.results import GradedTest, results_json, summary_table, tail, write_results
+from autograder.runner import make_runner
+from autograder.submission import lay_submission
+from tools.overlay import ROOT, copy_kit, homework_manifest
+
+DEFAULT_DEADLINE = 10.0
+
+
+def _records(path: str, nonce: str, cases: list[str]) -> tuple[dict, str | None, list[str]]:
+    """({node id: outcome record}, node id of the last case started, collection errors) from a run."""
+    outcomes, started, errors = {}, None, []
+    if not os.path.exists(path):
+        return outcomes, started, errors
+    with open(path, errors="replace") as f:
+        for line in f:
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                continue
+            if not isinstance(rec, dict) or rec.get("nonce") != nonce:
+                continue
+            if rec.get("kind") == "collect_error":
+                errors.append(str(rec.get("message", "")))
+            elif rec.get("nodeid") not in cases:
+                continue
+            elif rec.get("kind") == "start":
+                started = rec["nodeid"]
+            elif rec.get("kind") == "case":
+                old = outcomes.get(rec["nodeid"])
+                if old is None or rec.get("outcome") != "passed":       # any failure report wins
+                    outcomes[rec["nodeid"]] = {k: rec.get(k) for k in ("outcome", "message", "out_start", "out_end")}
+    return outcomes, started, errors
+
+
+def _slice(text: bytes, start, end) -> str:
+    if not isinstance(start, int) or start < 0:
+        return ""
+    end = end if isinstance(end, int) and end >= start else len(text)
+    return text[start:end].decode(errors="replace")
+
+
+def run_test(runner, root: str, test: GradedTest, scratch: str, deadline: float, replaced: dict) -> None:
+    """Run one graded test function and fill in its outcomes and notes (never raises)."""
+    nonce = secrets.token_hex(8)
+    results = os.path.join(scratch, f"{nonce}.jsonl")
+    output = os.path.join(scratch, f"{nonce}.out")
+    env = {"AUTOGRADER_RESULTS": results, "AUTOGRADER_NONCE": nonce,
+           "MINITORCH_DIST_DEADLINE": f"{min(deadline, max(1.0, test.limit / 2)):g}"}
+    try:
+        reply = runner.run(pytest_args(root, test.cases), env, output, test.limit)
+        test.wall = float(reply.get("wall", 0.0))
+        outcomes, started, errors = _records(results, nonce, test.cases)
+        with open(output, "rb") as f:
+            text = f.read()
+        for nodeid, res in outcomes.items():
+            if res["outcome"] != "passed":
+                res["output"] = tail(_slice(text, res.get("out_start"), res.get("out_end")))
+        test.outcomes = outcomes
+        unreported = [c for c in test.cases if c not in outcomes]
+        if reply["status"] == "timeout":
+            running = started if started in unreported else None
+            where = f" while running {test.case_label(running)}" if running else ""
+            out = _slice(text, outcomes.get(running, {}).get("out_start", 0) if running else 0, None)
+            test.notes.append(f"Timed out after {test.limit:g} s{where}; all of the test's processes were killed. "
+                              f"Look for an infinite loop or a receive that nothing sends to." +
+                              (f"\nOutput before the limit:\n{tail(out, 3000)}" if out.strip() else ""))
+        elif reply["status"] == "error":
+            test.notes.append(f"Internal grader error while running this test ({reply.get('error', '')[:1500]}); "
+                              f"it is marked failed: please tell the course staff.")
+        elif unreported:
+            why = "\n".join(errors) or tail(text.decode(errors="replace"), 3000) or "(no output)"
+            test.notes.append(f"The test process ended (exit code {reply.get('code')}) before reporting "
+                              f"{len(unreported)} case(s): the code under test may have crashed, exited "
+                              f"(sys.exit / os._exit) or failed to import.\n{why}")
+        for c in unreported:
+            test.outcomes[c] = {"outcome": "failed", "message": "no result (see below)"}
+        for task, why in replaced.items():
+            if test.passed < len(test.cases) and re.search(rf"\b{re.escape(task)}\b", test.name):
+                test.notes.append(f"Note: {why}.")
+    except Exception as exc:  # noqa: BLE001 - one broken test never stops the grading
+        test.outcomes = {c: {"outcome": "failed", "message": "internal grader error"} for c in test.cases}
+        test.notes.append(f"Internal grader error ({type(exc).__name__}: {exc}); please tell the course staff.")
+
+
+def _task_key(test: GradedTest) -> tuple:
+    m = re.search(r" (\d+)\.(\d+) ", test.name)
+    return (int(m.group(1)), int(m.group(2))) if m else (999, 0)
+
+
+def grade(homework: str, submission: str, out: str | None = "results.json", *, zygote: bool = True,
+          deadline: float = DEFAULT_DEADLINE, limit: float = DEFAULT_LIMIT, only: str | None = None,
+          suites: list[tuple[str, str]] | None = None, quiet: bool = False) -> dict:
+    """Grade `submission` for `homework`; returns the results.json object (and writes it to `out`)."""
+    t0 = time.monotonic()
+    manifest = homework_manifest(homework)
+    if suites is None:
+        suites = [(manifest["public_tests"], "visible"), (manifest["hidden_tests"], "after_published")]
+        suites = [s for s in suites if os.path.isdir(os.path.join(ROOT, s[0]))]
+    token = secrets.token_hex(8)
+    kit = tempfile.mkdtemp(prefix="autograder-kit-")
+    scratch = tempfile.mkdtemp(prefix="autograder-run-")
+    runner = None
+    try:
+        copy_kit(kit)
+        env = dict(os.environ, PYTHONPATH=kit, PYTHONDONTWRITEBYTECODE="1", **{isolate.TOKEN_VAR: token})
+        runner = make_runner(kit, env, zygote=zygote)
+        tests, problems = collect(runner, kit, manifest, suites, scratch, limit)
+        if only:
+            tests = [t for t in tests if re.search(only, t.name)]
+        tests.sort(key=_task_key)
+        check = lay_submission(submission, kit, manifest)
+        replaced = check.replaced_tasks()
+        for n, test in enumerate(tests):
+            run_test(runner, kit, test, scratch, deadline, replaced)
+            if not quiet:
+                print(f"[{n + 1}/{len(tests)}] {test.score:g}/{test.points:g}  {test.wall:5.1f}s  {test.name}",
+                      file=sys.stderr, flush=True)
+    finally:
+        if runner is not None:
+            runner.close()
+        left = isolate.sweep(token)
+        shutil.rmtree(kit, ignore_errors=True)
+        shutil.rmtree(scratch, ignore_errors=True)
+    report = check.report()
+    if problems:
+        report += "\n\nProblems while collecting the tests (tell the course staff):\n" + "\n".join(problems)
+    if left:
+        report += f"\n\n{len(left)} process(es) outlived their tests and were killed at the end."
+    check_entry = {"name": "submission check", "score": 0, "max_score": 0,
+                   "status": "passed" if check.ok and not problems else "failed",
+                   "output": report, "output_format": "text", "visibility": "visible"}
+    elapsed = time.monotonic() - t0
+    table = summary_table(tests, f"{manifest['name']} grade of {submission}", elapsed)
+    results = results_json(tests, check_entry, elapsed, table)
+    if out:
+        write_results(out, results)
+    if not quiet:
+        print(report if not check.ok or problems else f"submission check: ok ({len(check.overlaid)} files)")
+        print(table)
+    return results
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("homework", help="e.g. hw1 (assignments/<homework>/homework.json)")
+    parser.add_argument("submission", help='a folder or zip of the editable files, or "solutions" / "stubs"')
+    parser.add_argument("--out", default="results.json", help="where to write results.json (default: %(default)s)")
+    parser.add_argument("--no-zygote", action="store_true", help="start a fresh python per test (slower)")
+    parser.add_argument("--deadline", type=float, default=DEFAULT_DEADLINE,
+                        help="MINITORCH_DIST_DEADLINE in the tests: per-op deadlock deadline (default %(default)s s)")
+    parser.add_argument("--limit", type=float, default=DEFAULT_LIMIT,
+                        help="wall-clock limit per test function without a time_limit marker (default %(default)s s)")
+    parser.add_argument("--only", help="grade only tests whose name matches this regular expression")
+    parser.add_argument("--tests", action="append", metavar="PATH[:VISIBILITY]",
+                        help="grade these test folders/files instead of the homework's (visibility default "
+                             "after_published); repeatable")
+    parser.add_argument("--quiet", action="store_true", help="print only the total line")
+    args = parser.parse_args(argv)
+    suites = None
+    if args.tests:
+        suites = [tuple(t.split(":", 1)) if ":" in t else (t, "after_published") for t in args.tests]
+    try:
+        results = grade(args.homework, args.submission, args.out, zygote=not args.no_zygote, deadline=args.deadline,
+                        limit=args.limit, only=args.only, suites=suites, quiet=args.quiet)
+    except ValueError as exc:
+        print(f"autograder: {exc}", file=sys.stderr)
+        return 2
+    top = sum(t["max_score"] for t in results["tests"])
+    print(f"TOTAL {args.homework} {args.submission}: {results['score']:.2f} / {top:g}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,117 @@
+"""Scores and feedback of graded tests, Gradescope's results.json, and the summary table.
+
+A graded test is one test function; its parametrized cases share its points:
+score = points * passed_cases / total_cases. Gradescope fields used (per test): name, score,
+max_score, status ("passed" | "failed"), output, visibility ("visible" for public tests,
+"after_published" for hidden ones); top level: score, execution_time, visibility,
+stdout_visibility, output.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+MAX_CASE_OUTPUT = 1500
+MAX_TEST_OUTPUT = 12000
+
+
+@dataclass
+class GradedTest:
+    """One test function: its cases, points, limit, and (after running) its outcomes."""
+
+    function: str                      # pytest node id without the parameter part
+    name: str                          # "HW1 1.4 naive all-reduce: test_naive_matches_reference"
+    points: float
+    limit: float
+    visibility: str
+    cases: list[str] = field(default_factory=list)
+    outcomes: dict[str, dict] = field(default_factory=dict)    # node id -> {"outcome", "message", ...}
+    notes: list[str] = field(default_factory=list)             # timeouts, crashes, replaced files
+    wall: float = 0.0
+
+    @property
+    def passed(self) -> int:
+        return sum(1 for c in self.cases if self.outcomes.get(c, {}).get("outcome") == "passed")
+
+    @property
+    def score(self) -> float:
+        if not self.cases:
+            return 0.0
+        return round(self.points * self.passed / len(self.cases), 4)
+
+    def case_label(self, nodeid: str) -> str:
+        return nodeid.split("::")[-1]
+
+    def output(self) -> str:
+        """Feedback text: how many cases passed, why the others failed, and the run's notes."""
+        total, passed = len(self.cases), self.passed
+        lines = [f"{passed}/{total} cases passed." if total > 1 else ("Passed." if passed else "Failed.")]
+        for nodeid in self.cases:
+            res = self.outcomes.get(nodeid, {})
+            if res.get("outcome") == "passed":
+                continue
+            message = res.get("message") or "no result was reported for this case"
+            lines.append(f"\nFAILED {self.case_label(nodeid)}:\n{_indent(message)}")
+            if res.get("output"):
+                lines.append(f"  output:\n{_indent(res['output'], 4)}")
+        lines += [f"\n{note}" for note in self.notes]
+        text = "\n".join(lines)
+        if len(text) > MAX_TEST_OUTPUT:
+            text = text[:MAX_TEST_OUTPUT - 200] + "\n... (feedback cut) ...\n" + text[-150:]
+        return text
+
+    def entry(self) -> dict:
+        return {"name": self.name, "score": self.score, "max_score": self.points,
+                "status": "passed" if self.cases and self.passed == len(self.cases) else "failed",
+                "output": self.output(), "output_format": "text", "visibility": self.visibility}
+
+
+def _indent(text: str, n: int = 2) -> str:
+    return "\n".join(" " * n + line for line in text.splitlines())
+
+
+def tail(text: str, limit: int = MAX_CASE_OUTPUT) -> str:
+    text = text.strip("\n")
+    return text if len(text) <= limit else "... " + text[-limit:]
+
+
+def results_json(tests: list[GradedTest], check_entry: dict, execution_time: float, summary: str) -> dict:
+    """The whole results.json object."""
+    return {"score": round(sum(t.score for t in tests), 4),
+            "execution_time": round(execution_time, 1),
+            "output": summary,
+            "visibility": "visible",
+            "stdout_visibility": "hidden",
+            "tests": [check_entry] + [t.entry() for t in tests]}
+
+
+def write_results(path: str, results: dict) -> None:
+    with open(path, "w") as f:
+        json.dump(results, f, indent=2)
+        f.write("\n")
+
+
+def summary_table(tests: list[GradedTest], title: str, total_time: float) -> str:
+    """A table for a terminal, one line per test, then a one-line total."""
+    width = min(max([len(t.name) for t in tests] + [10]), 90)
+    rows = [title, f"{'score':>7} {'max':>5}  {'cases':>5}  {'time':>6}  name", "-" * (width + 30)]
+    for t in tests:
+        flag = "" if t.cases and t.passed == len(t.cases) else "  <-- " + _why(t)
+        rows.append(f"{t.score:7.2f} {t.points:5g}  {t.passed:>2}/{len(t.cases):<2}  {t.wall:5.1f}s  "
+                    f"{t.name[:width]}{flag}")
+    score, top = sum(t.score for t in tests), sum(t.points for t in tests)
+    rows.append("-" * (width + 30))
+    rows.append(f"TOTAL {score:.2f} / {top:g}   ({len(tests)} tests, {total_time:.1f} s)")
+    return "\n".join(rows)
+
+
+def _why(t: GradedTest) -> str:
+    for note in t.notes:
+        if note.startswith(("Timed out", "The test process", "Internal")):
+            return note.split(";")[0].split("\n")[0][:60]
+    for c in t.cases:
+        msg = t.outcomes.get(c, {}).get("message", "")
+        if msg:
+            return msg.splitlines()[0][:60]
+    return "failed"

@@ -1,0 +1,122 @@
+"""Run one pytest job in its own session with a wall-clock limit: forked from a zygote, or a fresh python.
+
+    runner = make_runner(kit_root, env, zygote=True)
+    reply = runner.run(args=[...], env={...}, output="out.txt", limit=60)
+    runner.close()
+
+`reply` is {"status": "exited" | "timeout" | "error", "code", "wall", "leftover", "error"?}.
+Both runners kill the job's whole process tree on expiry (autograder.isolate). A zygote that
+dies or stops answering is killed and restarted; the job it was running is an "error".
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import subprocess
+import sys
+import tempfile
+import time
+
+from autograder import isolate
+
+ZYGOTE_START_LIMIT = 300.0   # importing torch on a loaded 2-core machine has taken 20 s
+REPLY_GRACE = 30.0           # beyond a job's limit, how long the zygote may take to answer
+
+
+class SubprocessRunner:
+    """Each job is `python -m pytest ARGS` in a new session (pays the torch import every time)."""
+
+    def __init__(self, root: str, env: dict):
+        self.root, self.env = root, env
+        isolate.become_subreaper()
+
+    def run(self, args: list[str], env: dict, output: str, limit: float) -> dict:
+        with open(output, "wb") as out:
+            proc = subprocess.Popen([sys.executable, "-m", "pytest", *args], cwd=self.root,
+                                    env={**self.env, **env}, stdin=subprocess.DEVNULL, stdout=out,
+                                    stderr=subprocess.STDOUT, start_new_session=True)
+        status, code, wall = isolate.wait_limited(proc.pid, limit)
+        proc.returncode = code if code is not None else -9
+        leftover = isolate.reap_children()
+        return {"status": status, "code": code, "wall": round(wall, 3), "leftover": leftover}
+
+    def close(self) -> None:
+        isolate.reap_children()
+
+
+class ZygoteRunner:
+    """Jobs are forked from one warm helper process (autograder.zygote) running in the kit copy."""
+
+    def __init__(self, root: str, env: dict):
+        self.root, self.env = root, env
+        self.proc: subprocess.Popen | None = None
+        self._log = tempfile.TemporaryFile()
+        self._buf = b""
+        self._start()
+
+    def _start(self) -> None:
+        self._buf = b""
+        self.proc = subprocess.Popen([sys.executable, "-m", "autograder.zygote"], cwd=self.root, env=self.env,
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log,
+                                     start_new_session=True)
+        hello = self._readline(ZYGOTE_START_LIMIT)
+        if hello is None or "ready" not in hello:
+            self._kill()
+            raise RuntimeError(f"the grading helper (autograder.zygote) did not start:\n{self._log_tail()}")
+
+    def _log_tail(self) -> str:
+        self._log.seek(0)
+        return self._log.read().decode(errors="replace")[-3000:]
+
+    def _readline(self, limit: float) -> dict | None:
+        deadline = time.monotonic() + limit
+        fd = self.proc.stdout.fileno()
+        while b"\n" not in self._buf:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([fd], [], [], left)[0]:
+                return None
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                return None
+            self._buf += chunk
+        line, self._buf = self._buf.split(b"\n", 1)
+        return json.loads(line)
+
+    def _kill(self) -> None:
+        if self.proc is not None:
+            isolate.kill_tree(self.proc.pid)
+            self.proc.wait()
+            self.proc = None
+
+    def run(self, args: list[str], env: dict, output: str, limit: float) -> dict:
+        if self.proc is None or self.proc.poll() is not None:
+            self._start()
+        job = {"args": args, "env": env, "cwd": self.root, "output": output, "limit": limit}
+        try:
+            self.proc.stdin.write((json.dumps(job) + "\n").encode())
+            self.proc.stdin.flush()
+            reply = self._readline(limit + REPLY_GRACE)
+        except OSError:
+            reply = None
+        if reply is None:
+            problem = f"the grading helper stopped answering or died:\n{self._log_tail()}"
+            self._kill()
+            return {"status": "error", "code": None, "wall": limit, "leftover": 0, "error": problem}
+        return reply
+
+    def close(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            try:
+                self.proc.stdin.close()
+                self.proc.wait(timeout=10)
+            except (OSError, subprocess.TimeoutExpired):
+                pass
+        self._kill()
+        self._log.close()
+
+
+def make_runner(root: str, env: dict, zygote: bool = True):
+    """A ZygoteRunner (default) or a SubprocessRunner for jobs in the kit copy at `root`."""
+    return ZygoteRunner(root, env) if zygote else SubprocessRunner(root, env)

@@ -1,0 +1,99 @@
+"""Fork server: import torch, pytest and the runtime once, then fork one child per graded test.
+
+    python -m autograder.zygote        (started by autograder.runner, in the kit copy)
+
+Protocol: one JSON job per line on stdin, one JSON reply per line on stdout.
+    job   {"args": [pytest args], "env": {...}, "cwd": dir, "output": file, "limit": seconds}
+    reply {"status": "exited" | "timeout", "code": int | null, "wall": s, "leftover": n}
+The first line written is {"ready": pid}.
+
+The zygote never imports the student's modules and never runs a torch op (forking after
+OpenMP has started is unsafe); each child does: os.setsid(), stdout and stderr to the
+job's output file, pytest.main(args). The zygote is a child subreaper: whatever a test
+leaves behind comes back to it and is killed before the reply is sent.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import traceback
+
+STUDENT_PACKAGES = ("minitorch_dist.collectives",)
+
+
+def _preload() -> None:
+    import psutil  # noqa: F401
+    import pytest  # noqa: F401
+    import torch  # noqa: F401
+    import torch.distributed  # noqa: F401
+
+    import autograder.plugin  # noqa: F401
+    import minitorch_dist.runtime  # noqa: F401
+    try:
+        import mpi4py  # noqa: F401   (the package only: MPI itself is initialized by mpiexec ranks)
+    except ImportError:
+        pass
+    leaked = [m for m in sys.modules if m.startswith(STUDENT_PACKAGES)]
+    assert not leaked, f"the zygote must not import student modules, but imported {leaked}"
+
+
+def _child(job: dict) -> None:
+    """In the forked child: run pytest for one job, then _exit. Never returns."""
+    code = 70
+    try:
+        os.setsid()
+        out = os.open(job["output"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.dup2(out, 1)
+        os.dup2(out, 2)
+        os.close(out)
+        os.close(null)
+        sys.stdin = open(0, closefd=False)
+        sys.stdout = open(1, "w", buffering=1, closefd=False, errors="replace")
+        sys.stderr = open(2, "w", buffering=1, closefd=False, errors="replace")
+        os.environ.update(job["env"])
+        os.chdir(job["cwd"])
+        import pytest
+        code = int(pytest.main(job["args"]))
+    except BaseException:  # noqa: BLE001 - whatever happens, report it in the output and exit
+        traceback.print_exc()
+    finally:
+        try:
+            from minitorch_dist import shutdown
+            shutdown()
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os._exit(code)
+
+
+def run_job(job: dict) -> dict:
+    from autograder import isolate
+    pid = os.fork()
+    if pid == 0:
+        _child(job)
+    status, code, wall = isolate.wait_limited(pid, float(job["limit"]))
+    leftover = isolate.reap_children()
+    return {"status": status, "code": code, "wall": round(wall, 3), "leftover": leftover}
+
+
+def main() -> None:
+    sys.stdout = sys.stderr                 # fd 1 is the reply channel; stray prints go to stderr
+    _preload()
+    from autograder import isolate
+    isolate.become_subreaper()
+    os.write(1, (json.dumps({"ready": os.getpid()}) + "\n").encode())
+    for line in sys.stdin.buffer:
+        try:
+            reply = run_job(json.loads(line))
+        except Exception as exc:  # noqa: BLE001
+            reply = {"status": "error", "code": None, "wall": 0.0, "leftover": 0,
+                     "error": f"{type(exc).__name__}: {exc}"}
+        os.write(1, (json.dumps(reply) + "\n").encode())
+
+
+if __name__ == "__main__":
+    main()
