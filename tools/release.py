@@ -1,0 +1,208 @@
+"""Write the student copy of the kit.
+
+    python -m tools.release OUTDIR                        # every homework, lectures executed
+    python -m tools.release OUTDIR --homework hw1         # only assignments/hw1 (repeatable)
+    python -m tools.release OUTDIR --no-execute-lectures  # ship lectures as they are in the kit
+
+What ships: the kit's files as tools.overlay.kit_files lists them (git's tracked and
+untracked-unignored files: commit or ignore work in progress first), with the package as
+it is in the working tree (the stubs; the release refuses to run if a stub has drifted from
+its solution), EXCEPT the instructor-only paths:
+
+    solutions/    reference code            autograder/   hidden tests and grading
+    tools/        stubs, overlay, release   tests/kit/    tests of those tools
+    .ci/          CI entry point (runs the instructor test suite)
+
+and except assignments/<hw>/ of homeworks not selected with --homework. Each selected
+homework's nbgrader source notebook (homework.json "notebook") is replaced by nbgrader's
+student version (`nbgrader generate_assignment` in a temporary course folder: solution
+cells cleared, hidden tests removed); a notebook that does not exist yet is skipped with a
+warning. Lecture notebooks (lectures/**/*.ipynb) ship with their outputs, executed at
+release time under the solutions overlay (the lectures call the reference algorithms).
+Finally the copy is scanned for solution markers and solution lines; any hit fails the
+release and nothing is written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+from tools.overlay import ROOT, copy_kit, homework_manifest, overlay
+from tools.stubs import BEGIN, END, SOLUTIONS, drifted, solution_files
+
+INSTRUCTOR_ONLY = ("solutions", "autograder", "tools", os.path.join("tests", "kit"), ".ci")
+MARKERS = ("BEGIN SOLUTION", "END SOLUTION", "BEGIN HIDDEN TESTS", "END HIDDEN TESTS", "BEGIN MARK SCHEME")
+SCANNED = (".py", ".ipynb", ".md", ".txt", ".json", ".cfg", ".toml", ".sh")
+
+
+class ReleaseError(RuntimeError):
+    """The release cannot be written safely (drifted stubs, nbgrader failure, a leak)."""
+
+
+def homeworks(root: str = ROOT) -> list[str]:
+    """Every homework with an assignments/<hw>/homework.json."""
+    base = os.path.join(root, "assignments")
+    if not os.path.isdir(base):
+        return []
+    return sorted(d for d in os.listdir(base) if os.path.exists(os.path.join(base, d, "homework.json")))
+
+
+def solution_lines(root: str = ROOT) -> set[str]:
+    """Stripped lines inside solution regions that would give an answer away (not `return x`, `)` ...)."""
+    found = set()
+    for rel in solution_files(root):
+        inside = False
+        with open(os.path.join(root, SOLUTIONS, rel)) as f:
+            for line in f:
+                if BEGIN.match(line):
+                    inside = True
+                elif END.match(line):
+                    inside = False
+                elif inside and is_telling(line):
+                    found.add(line.strip())
+    return found
+
+
+# Lines of a solution region that carry no answer: rank/neighbour bookkeeping every ring
+# example in the kit (runtime tests, benchmarks, handout) writes the same way.
+GENERIC = {
+    "p, r = group.size, group.rank",
+    "right, left = (r + 1) % p, (r - 1) % p",
+    "for step in range(p - 1):",
+}
+
+
+def is_telling(line: str) -> bool:
+    """A line long and specific enough that finding it elsewhere means the solution leaked."""
+    text = line.strip()
+    return len(text) >= 24 and not text.startswith("#") and text not in GENERIC
+
+
+def _nbgrader_release(source_nb: str, homework: str, dest_nb: str) -> None:
+    """Write nbgrader's student version of `source_nb` to `dest_nb`."""
+    with tempfile.TemporaryDirectory(prefix="release-nbgrader-") as course:
+        src_dir = os.path.join(course, "source", homework)
+        os.makedirs(src_dir)
+        name = os.path.basename(source_nb)
+        shutil.copyfile(source_nb, os.path.join(src_dir, name))
+        cmd = [sys.executable, "-m", "nbgrader", "generate_assignment", homework, "--course-dir", course,
+               "--no-db", "--force"]
+        out = subprocess.run(cmd, cwd=course, capture_output=True, text=True)
+        released = os.path.join(course, "release", homework, name)
+        if out.returncode or not os.path.exists(released):
+            raise ReleaseError(f"nbgrader generate_assignment failed on {source_nb} (exit {out.returncode}):\n"
+                               f"{out.stderr[-3000:]}")
+        shutil.copyfile(released, dest_nb)
+
+
+def _execute_lectures(lectures: list[str], dest: str, root: str, timeout: float) -> None:
+    """Run each lecture (path relative to the kit) under the solutions overlay; write it with outputs."""
+    import nbclient
+    import nbformat
+    with overlay("solutions", root=root) as ov:
+        for rel in lectures:
+            nb = nbformat.read(os.path.join(ov.root, rel), as_version=4)
+            client = nbclient.NotebookClient(nb, timeout=timeout, kernel_name="python3",
+                                             resources={"metadata": {"path": os.path.dirname(os.path.join(ov.root, rel))}})
+            try:
+                client.execute(env=ov.env())
+            except Exception as exc:  # noqa: BLE001 - any cell error stops the release with its text
+                raise ReleaseError(f"lecture {rel} failed under the solutions overlay: "
+                                   f"{type(exc).__name__}: {str(exc)[-2000:]}") from None
+            nbformat.write(nb, os.path.join(dest, rel))
+
+
+def find_leaks(folder: str, root: str = ROOT) -> list[str]:
+    """'path: what' for every solution marker or solution line in the text files under `folder`."""
+    lines = solution_lines(root)
+    leaks = []
+    for path in sorted(glob.glob(os.path.join(folder, "**", "*"), recursive=True)):
+        if not path.endswith(SCANNED) or not os.path.isfile(path):
+            continue
+        with open(path, errors="replace") as f:
+            text = f.read()
+        rel = os.path.relpath(path, folder)
+        leaks += [f"{rel}: marker {m!r}" for m in MARKERS if m in text]
+        leaks += [f"{rel}: solution line {line!r}" for line in sorted(lines) if line in text]
+    return leaks
+
+
+def release(outdir: str, selected: list[str] | None = None, execute_lectures: bool = True,
+            lecture_timeout: float = 600, root: str = ROOT, log=print) -> dict:
+    """Write the student copy to `outdir` (must not exist or be empty); returns what was done."""
+    if os.path.exists(outdir) and os.listdir(outdir):
+        raise ReleaseError(f"{outdir} exists and is not empty; remove it or pick another folder")
+    bad = drifted(root)
+    if bad:
+        raise ReleaseError(f"stubs out of date: {bad}; run python -m tools.stubs first")
+    known = homeworks(root)
+    selected = known if selected is None else selected
+    unknown = sorted(set(selected) - set(known))
+    if unknown:
+        raise ReleaseError(f"unknown homework(s) {unknown}; known: {known}")
+    parent = os.path.dirname(os.path.abspath(outdir))
+    os.makedirs(parent, exist_ok=True)
+    build = tempfile.mkdtemp(prefix=".release-", dir=parent)
+    report = {"homeworks": selected, "notebooks": [], "skipped_notebooks": [], "lectures": []}
+    try:
+        copy_kit(build, root)                              # 1. pristine kit (no solutions/)
+        if os.path.islink(os.path.join(build, ".venv")):
+            os.unlink(os.path.join(build, ".venv"))        # copy_kit links the venv for overlays; not here
+        dropped = list(INSTRUCTOR_ONLY) + [os.path.join("assignments", hw) for hw in known if hw not in selected]
+        for rel in dropped:                                # 2. minus instructor-only paths
+            shutil.rmtree(os.path.join(build, rel), ignore_errors=True)
+        for hw in selected:                                # 3. nbgrader student notebooks
+            nb_rel = homework_manifest(hw, root).get("notebook")
+            if not nb_rel:
+                continue
+            source = os.path.join(root, nb_rel)
+            if not os.path.exists(source):
+                log(f"tools.release: WARNING: {nb_rel} does not exist yet; {hw} ships without its notebook")
+                report["skipped_notebooks"].append(nb_rel)
+                continue
+            _nbgrader_release(source, hw, os.path.join(build, nb_rel))
+            report["notebooks"].append(nb_rel)
+        lectures = sorted(os.path.relpath(p, build) for p in glob.glob(os.path.join(build, "lectures", "**",
+                                                                                    "*.ipynb"), recursive=True))
+        if lectures and execute_lectures:                  # 4. lectures with outputs
+            log(f"tools.release: executing {len(lectures)} lecture notebook(s) under the solutions overlay")
+            _execute_lectures(lectures, build, root, lecture_timeout)
+        report["lectures"] = lectures
+        leaks = find_leaks(build, root)                    # 5. nothing secret
+        if leaks:
+            raise ReleaseError("the release would leak solutions:\n  " + "\n  ".join(leaks[:20]))
+        if os.path.exists(outdir):
+            os.rmdir(outdir)
+        os.rename(build, outdir)
+    finally:
+        shutil.rmtree(build, ignore_errors=True)
+    return report
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("outdir", help="folder to write (must not exist, or be empty)")
+    parser.add_argument("--homework", action="append", help="release only this homework (repeatable)")
+    parser.add_argument("--no-execute-lectures", action="store_true",
+                        help="ship lecture notebooks as they are instead of executing them")
+    parser.add_argument("--lecture-timeout", type=float, default=600, help="seconds per lecture cell")
+    args = parser.parse_args(argv)
+    try:
+        report = release(args.outdir, args.homework, not args.no_execute_lectures, args.lecture_timeout)
+    except ReleaseError as exc:
+        print(f"tools.release: {exc}", file=sys.stderr)
+        return 1
+    print(f"tools.release: wrote {args.outdir}: homeworks {report['homeworks']}, "
+          f"notebooks {report['notebooks']}, lectures {len(report['lectures'])}"
+          + (f", notebooks skipped (missing) {report['skipped_notebooks']}" if report["skipped_notebooks"] else ""))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
