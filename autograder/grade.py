@@ -107,8 +107,9 @@ def run_test(runner, root: str, test: GradedTest, scratch: str, deadline: float,
                               f"(sys.exit / os._exit) or failed to import.\n{why}")
         for c in unreported:
             test.outcomes[c] = {"outcome": "failed", "message": "no result (see below)"}
+        messages = " ".join(str(r.get("message", "")) for r in test.outcomes.values()) + " " + test.name
         for task, why in replaced.items():
-            if test.passed < len(test.cases) and re.search(rf"\b{re.escape(task)}\b", test.name):
+            if test.passed < len(test.cases) and re.search(rf"\b{re.escape(task)}\b", messages):
                 test.notes.append(f"Note: {why}.")
     except Exception as exc:  # noqa: BLE001 - one broken test never stops the grading
         test.outcomes = {c: {"outcome": "failed", "message": "internal grader error"} for c in test.cases}
@@ -165,6 +166,8 @@ def grade(homework: str, submission: str, out: str | None = "results.json", *, z
     elapsed = time.monotonic() - t0
     table = summary_table(tests, f"{manifest['name']} grade of {submission}", elapsed)
     results = results_json(tests, check_entry, elapsed, table)
+    results["extra_data"] = {"submission": submission, "swept_at_end": len(left),
+                             "runner": "zygote" if zygote else "subprocess"}
     if out:
         write_results(out, results)
     if not quiet:

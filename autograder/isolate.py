@@ -88,10 +88,10 @@ def reap_zombies() -> None:
             return
 
 
-def carriers(token: str) -> list[psutil.Process]:
-    """Live processes whose environment holds TOKEN_VAR=token (this user's, not this one)."""
+def carriers(token: str, var: str = TOKEN_VAR) -> list[psutil.Process]:
+    """Live processes whose environment holds var=token (this user's, not this one)."""
     found = []
-    needle = f"{TOKEN_VAR}={token}".encode()
+    needle = f"{var}={token}".encode()
     me = os.getpid()
     for pid in psutil.pids():
         if pid == me:

@@ -1,0 +1,233 @@
+"""The autograder on the reference solutions, the stubs and misbehaving submissions.
+
+Fake submissions are the reference files copied to tmp_path and mutated here (a syntax error,
+a missing file, a deadlock, an infinite loop, os._exit in a rank and at import, fake JSON).
+Most tests grade against the small suite in tests/kit/fixtures/suite (3 test functions,
+4 points); the real HW1 suites are graded by the `slow` tests when they exist.
+"""
+
+import json
+import os
+import re
+import subprocess
+import sys
+import uuid
+import zipfile
+
+import pytest
+
+from autograder import isolate
+from autograder.feedback import short_message
+from autograder.grade import grade
+from tools.overlay import ROOT, homework_manifest
+
+SUITE = [("tests/kit/fixtures/suite/suite_collectives.py", "after_published")]
+EDITABLE = homework_manifest("hw1")["editable"]
+NAMES = {"broadcast": "test_broadcast", "naive": "test_naive_sum", "ring": "test_ring_sum"}
+
+
+def make_submission(folder, mutate=None, drop=(), nested=None):
+    """The reference files, flat in `folder` (or under `nested`/<kit path>), with `mutate` {file: fn(text)}."""
+    os.makedirs(folder, exist_ok=True)
+    for rel in EDITABLE:
+        name = os.path.basename(rel)
+        if name in drop:
+            continue
+        with open(os.path.join(ROOT, "solutions", rel)) as f:
+            text = f.read()
+        if mutate and name in mutate:
+            new = mutate[name](text)
+            assert new != text, f"the mutation of {name} changed nothing"
+            text = new
+        target = os.path.join(folder, nested, rel) if nested else os.path.join(folder, name)
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        with open(target, "w") as f:
+            f.write(text)
+    return str(folder)
+
+
+def zip_folder(folder, zip_path):
+    with zipfile.ZipFile(zip_path, "w") as z:
+        for base, _, files in os.walk(folder):
+            for name in files:
+                path = os.path.join(base, name)
+                z.write(path, os.path.relpath(path, folder))
+    return str(zip_path)
+
+
+def insert_after_marker(task, code):
+    """A mutation: put `code` (indented 4) at the start of the student region of `task`."""
+    def mutate(text):
+        marker = f"# BEGIN SOLUTION  (HW1 task {task})\n"
+        assert marker in text
+        return text.replace(marker, marker + "".join(f"    {line}\n" for line in code.splitlines()))
+    return mutate
+
+
+def by_name(results):
+    """{short test function name: test entry} plus the submission check under "check"."""
+    out = {"check": results["tests"][0]}
+    for t in results["tests"][1:]:
+        out[t["name"].rsplit(": ", 1)[-1]] = t
+    return out
+
+
+def run(submission, **kw):
+    kw.setdefault("suites", SUITE)
+    return grade("hw1", submission, out=None, quiet=True, **kw)
+
+
+@pytest.fixture
+def marked_env(monkeypatch):
+    """An environment mark inherited by everything the grader starts; assert none is left afterwards."""
+    mark = uuid.uuid4().hex
+    monkeypatch.setenv("AUTOGRADER_TEST_MARK", mark)
+    yield mark
+    assert isolate.carriers(mark, "AUTOGRADER_TEST_MARK") == [], "processes outlived the grading"
+
+
+def test_solutions_score_full_marks_three_times_from_the_cli(tmp_path, marked_env):
+    scores = []
+    for i in range(3):
+        out = tmp_path / f"results{i}.json"
+        proc = subprocess.run([sys.executable, "-m", "autograder.grade", "hw1", "solutions", "--out", str(out),
+                               "--tests", SUITE[0][0]], cwd=ROOT, capture_output=True, text=True, timeout=600)
+        assert proc.returncode == 0, proc.stderr
+        assert re.search(r"^TOTAL hw1 solutions: 4\.00 / 4$", proc.stdout, re.M), proc.stdout
+        results = json.loads(out.read_text())
+        scores.append([(t["name"], t["score"]) for t in results["tests"]])
+        assert results["score"] == 4.0
+        assert results["stdout_visibility"] == "hidden" and results["visibility"] == "visible"
+        for t in results["tests"]:
+            assert set(t) >= {"name", "score", "max_score", "status", "output", "visibility"}
+            assert t["status"] == "passed", t
+            assert t["visibility"] in ("visible", "after_published")
+        assert results["extra_data"]["swept_at_end"] == 0
+    assert scores[0] == scores[1] == scores[2]
+    assert "HW1 1.7 ring all-reduce: test_ring_sum" in [name for name, _ in scores[0]]
+
+
+def test_stubs_score_zero_with_not_implemented_feedback():
+    results = run("stubs")
+    assert results["score"] == 0
+    tests = by_name(results)
+    assert "stubs are graded" in tests["check"]["output"]
+    assert "HW1 task 1.7: ring_all_reduce is not implemented yet" in tests["test_ring_sum"]["output"]
+    assert "HW1 task 1.4: naive_all_reduce is not implemented yet" in tests["test_naive_sum"]["output"]
+    assert "Traceback" not in tests["test_ring_sum"]["output"]
+
+
+def test_a_syntax_error_in_one_file_zeroes_only_its_tasks(tmp_path):
+    broken = lambda text: text.replace("def broadcast(", "def broadcast(:", 1)  # noqa: E731
+    sub = make_submission(tmp_path / "sub", {"tree.py": broken})
+    tests = by_name(run(sub))
+    check = tests["check"]["output"]
+    assert tests["check"]["status"] == "failed" and tests["check"]["max_score"] == 0
+    assert re.search(r"BROKEN +minitorch_dist/collectives/tree.py: line \d+: SyntaxError", check), check
+    assert "stub was graded instead" in check and "py_compile" in check
+    assert tests["test_broadcast"]["score"] == 0
+    assert "tree.py does not compile" in tests["test_broadcast"]["output"]
+    assert tests["test_naive_sum"]["score"] == 1 and tests["test_ring_sum"]["score"] == 2
+
+
+def test_a_zip_missing_a_file_and_zips_flat_or_nested(tmp_path):
+    flat = zip_folder(make_submission(tmp_path / "flat", drop=("tree.py",)), tmp_path / "flat.zip")
+    tests = by_name(run(flat))
+    assert "MISSING  minitorch_dist/collectives/tree.py" in tests["check"]["output"]
+    assert tests["test_broadcast"]["score"] == 0 and "not implemented yet" in tests["test_broadcast"]["output"]
+    assert tests["test_naive_sum"]["score"] == 1 and tests["test_ring_sum"]["score"] == 2
+    nested = zip_folder(make_submission(tmp_path / "nested", nested="my_hw1"), tmp_path / "nested.zip")
+    results = run(nested)
+    assert results["score"] == 4 and by_name(results)["check"]["status"] == "passed"
+
+
+def test_not_a_submission_scores_zero_without_a_crash(tmp_path):
+    bad = tmp_path / "garbage.zip"
+    bad.write_bytes(b"this is not a zip")
+    results = run(str(bad), only="1.4")
+    assert results["score"] == 0
+    assert "could not read the submission" in results["tests"][0]["output"]
+
+
+def test_a_deadlocking_ring_gets_the_wait_for_report_and_the_rest_is_graded(tmp_path, marked_env):
+    recv_first = insert_after_marker("1.7", "group.recv(torch.empty(1), (group.rank - 1) % group.size)")
+    sub = make_submission(tmp_path / "sub", {"all_reduce.py": recv_first})
+    results = run(sub, deadline=3)
+    tests = by_name(results)
+    ring = tests["test_ring_sum"]
+    assert ring["score"] == 0 and ring["status"] == "failed"
+    assert "DeadlockError" in ring["output"] and "wait-for cycle" in ring["output"], ring["output"]
+    assert "Timed out" not in ring["output"]
+    assert tests["test_naive_sum"]["score"] == 1 and tests["test_broadcast"]["score"] == 1
+
+
+def test_an_infinite_loop_is_killed_at_the_limit_and_leaves_no_process(tmp_path, marked_env):
+    spin = insert_after_marker("1.4", "while True:\n    pass")
+    sub = make_submission(tmp_path / "sub", {"all_reduce.py": spin})
+    results = run(sub, limit=6)
+    tests = by_name(results)
+    assert tests["test_naive_sum"]["score"] == 0
+    assert "Timed out after 6 s while running test_naive_sum" in tests["test_naive_sum"]["output"]
+    assert tests["test_ring_sum"]["score"] == 2 and tests["test_broadcast"]["score"] == 1
+    assert results["extra_data"]["swept_at_end"] == 0      # the per-test kill got everything
+
+
+def test_os_exit_in_a_rank_fails_only_that_test(tmp_path, marked_env):
+    exit_rank = insert_after_marker("1.4", "if group.rank == 1:\n    import os\n    os._exit(0)")
+    sub = make_submission(tmp_path / "sub", {"all_reduce.py": exit_rank})
+    tests = by_name(run(sub))
+    assert tests["test_naive_sum"]["score"] == 0
+    assert "rank 1" in tests["test_naive_sum"]["output"]
+    assert tests["test_ring_sum"]["score"] == 2 and tests["test_broadcast"]["score"] == 1
+
+
+CHEAT = '''
+import json as _json, os as _os
+print(_json.dumps({"score": 100, "tests": [{"name": "x", "score": 100, "max_score": 100}]}))
+_path = _os.environ.get("AUTOGRADER_RESULTS")
+if _path:
+    with open(_path, "a") as _f:
+        _f.write(_json.dumps({"kind": "case", "nodeid": "x", "outcome": "passed"}) + "\\n")
+_os._exit(0)
+'''
+
+
+def test_os_exit_and_fake_json_at_import_score_zero(tmp_path):
+    sub = make_submission(tmp_path / "sub", {"all_reduce.py": lambda text: text + CHEAT})
+    results = run(sub)
+    assert results["score"] == 0
+    naive = by_name(results)["test_naive_sum"]
+    assert "ended (exit code 0) before reporting" in naive["output"]
+
+
+def test_feedback_names_the_stub_through_a_rank_error():
+    from minitorch_dist import RankError
+    cause = NotImplementedError("HW1 task 1.5: tree_all_reduce is not implemented yet (see README)")
+    err = RankError(2, 4, "NotImplementedError", str(cause), "Traceback ...\n", cause=cause)
+    assert short_message(err) == "HW1 task 1.5: tree_all_reduce is not implemented yet (see README)"
+    try:
+        assert 1 == 2, "rank 3: got 1, expected 2"
+    except AssertionError as exc:
+        assert short_message(exc).startswith("AssertionError: rank 3: got 1, expected 2")
+
+
+def test_the_subprocess_runner_grades_too(tmp_path, marked_env):
+    results = run("solutions", zygote=False, only="1.4")
+    assert results["score"] == 1 and results["extra_data"]["runner"] == "subprocess"
+
+
+HW1_SUITES = [homework_manifest("hw1")[k] for k in ("public_tests", "hidden_tests")]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not any(os.path.isdir(os.path.join(ROOT, s)) for s in HW1_SUITES),
+                    reason="the HW1 test suites are not written yet")
+def test_real_hw1_suites_solutions_full_marks_stubs_zero(marked_env):
+    solved = grade("hw1", "solutions", out=None, quiet=True)
+    top = sum(t["max_score"] for t in solved["tests"])
+    assert top > 0 and solved["score"] == top, [(t["name"], t["output"]) for t in solved["tests"]
+                                                  if t["status"] == "failed"]
+    stubs = grade("hw1", "stubs", out=None, quiet=True)
+    assert stubs["score"] == 0
+    for t in stubs["tests"][1:]:
+        assert "not implemented yet" in t["output"], (t["name"], t["output"])
