@@ -1,0 +1,174 @@
+"""The student release (tools/release.py) leaks nothing secret and ships what students need.
+
+The release is built once for this module (nbgrader notebooks, lectures executed); the leak
+checks below are written independently of tools.release's own scan, so a bug there is caught.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+
+import pytest
+
+from tools import release as rel
+from tools.overlay import ROOT, homework_manifest
+from tools.stubs import SOLUTIONS, solution_files, stub_text
+
+pytestmark = pytest.mark.slow
+SECRET_MARKERS = ("BEGIN SOLUTION", "### BEGIN SOLUTION", "END SOLUTION", "BEGIN HIDDEN TESTS",
+                  "END HIDDEN TESTS")
+# Solution lines that give nothing away: rank bookkeeping written the same way all over the kit
+# (runtime tests, lectures, benchmarks). Lines under 16 characters (`return x`) are skipped too.
+TRIVIAL = {"p, r = group.size, group.rank", "right, left = (r + 1) % p, (r - 1) % p",
+           "for step in range(p - 1):", "if group.rank == 0:", "if group.rank != 0:", "if group.size < 2:",
+           "start = group.now()"}
+
+
+@pytest.fixture(scope="module")
+def released(tmp_path_factory):
+    out = tmp_path_factory.mktemp("release") / "kit"
+    report = rel.release(str(out), log=lambda *a: None)
+    return str(out), report
+
+
+def region_lines() -> set[str]:
+    """Every non-trivial stripped line between BEGIN SOLUTION and END SOLUTION in solutions/."""
+    lines, inside = set(), False
+    for path in solution_files():
+        with open(os.path.join(ROOT, SOLUTIONS, path)) as f:
+            for line in f:
+                text = line.strip()
+                if re.match(r"# BEGIN SOLUTION\b", text):
+                    inside = True
+                elif re.match(r"# END SOLUTION\b", text):
+                    inside = False
+                elif inside and len(text) >= 16 and not text.startswith("#") and text not in TRIVIAL:
+                    lines.add(text)
+    return lines
+
+
+def shipped_texts(folder: str) -> dict[str, str]:
+    """{relative path: text} of every .py and .ipynb; notebooks also as their decoded cell text."""
+    texts = {}
+    for base, dirs, names in os.walk(folder):
+        for name in names:
+            if not name.endswith((".py", ".ipynb")):
+                continue
+            path = os.path.join(base, name)
+            with open(path) as f:
+                text = f.read()
+            if name.endswith(".ipynb"):
+                nb = json.loads(text)
+                for cell in nb["cells"]:
+                    text += "\n" + "".join(cell["source"])
+                    for out in cell.get("outputs", []):
+                        text += "\n" + "".join(out.get("text", "")) + "\n".join(out.get("traceback", []))
+                        text += "\n" + "".join(out.get("data", {}).get("text/plain", ""))
+            texts[os.path.relpath(path, folder)] = text
+    return texts
+
+
+def test_instructor_folders_are_not_shipped(released):
+    out, _ = released
+    for folder in ("solutions", "autograder", "tools", os.path.join("tests", "kit"), ".ci"):
+        assert not os.path.exists(os.path.join(out, folder)), f"{folder}/ must not be in the student release"
+    assert not os.path.lexists(os.path.join(out, ".venv"))
+    assert os.path.exists(os.path.join(out, "minitorch_dist", "runtime", "group.py"))   # the runtime ships
+
+
+def test_no_solution_or_hidden_test_markers(released):
+    texts = shipped_texts(released[0])
+    assert len(texts) > 20
+    hits = [f"{path}: {m}" for path, text in texts.items() for m in SECRET_MARKERS if m in text]
+    assert hits == []
+
+
+def test_no_solution_line_in_any_released_file(released):
+    lines = region_lines()
+    assert len(lines) > 40, "the check must cover the reference code (found too few solution lines)"
+    texts = shipped_texts(released[0])
+    hits = [f"{path}: {line}" for path, text in texts.items() for line in lines if line in text]
+    assert hits == []
+
+
+def test_stubs_ship_equal_to_what_tools_stubs_generates(released):
+    out, _ = released
+    for path in solution_files():
+        with open(os.path.join(ROOT, SOLUTIONS, path)) as f:
+            want = stub_text(f.read(), path)
+        with open(os.path.join(out, path)) as f:
+            shipped = f.read()
+        assert shipped == want, f"{path} in the release differs from its generated stub"
+        assert "raise NotImplementedError(" in shipped and "# BEGIN YOUR CODE" in shipped
+
+
+def test_homework_files_and_public_tests_ship(released):
+    out, _ = released
+    for hw in rel.homeworks():
+        manifest = homework_manifest(hw)
+        for path in manifest["editable"]:
+            assert os.path.exists(os.path.join(out, path)), path
+        public = os.path.join(ROOT, manifest["public_tests"])
+        if not os.path.isdir(public):
+            pytest.skip(f"{manifest['public_tests']} is not written yet")
+        wanted = [os.path.relpath(os.path.join(b, n), ROOT) for b, _, names in os.walk(public)
+                  for n in names if n.endswith(".py")]
+        assert wanted, f"{manifest['public_tests']} has no test files"
+        missing = [p for p in wanted if not os.path.exists(os.path.join(out, p))]
+        assert missing == []
+
+
+def test_homework_notebook_is_nbgraders_student_version(released):
+    out, report = released
+    for hw in rel.homeworks():
+        nb_rel = homework_manifest(hw)["notebook"]
+        if not os.path.exists(os.path.join(ROOT, nb_rel)):
+            assert nb_rel in report["skipped_notebooks"]
+            assert not os.path.exists(os.path.join(out, nb_rel))
+            continue
+        assert nb_rel in report["notebooks"]
+        with open(os.path.join(ROOT, nb_rel)) as f, open(os.path.join(out, nb_rel)) as g:
+            source, student = f.read(), g.read()
+        if "BEGIN SOLUTION" in source:
+            assert student != source
+
+
+def test_lectures_ship_with_outputs(released):
+    out, report = released
+    if not report["lectures"]:
+        pytest.skip("no lecture notebooks in the kit yet")
+    for path in report["lectures"]:
+        with open(os.path.join(out, path)) as f:
+            cells = [c for c in json.load(f)["cells"] if c["cell_type"] == "code" and "".join(c["source"]).strip()]
+        assert any(c.get("outputs") for c in cells), f"{path} shipped without outputs"
+
+
+def test_leak_scan_catches_planted_lines(tmp_path):
+    line = sorted(region_lines())[0]
+    (tmp_path / "leak.py").write_text(f"def f():\n    {line}\n")
+    nb = {"cells": [{"cell_type": "code", "source": [f"{line}\n"], "metadata": {}, "outputs": [],
+                     "execution_count": None}], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
+    (tmp_path / "leak.ipynb").write_text(json.dumps(nb))
+    (tmp_path / "hidden.py").write_text("### BEGIN HIDDEN TESTS\n")
+    leaks = rel.find_leaks(str(tmp_path))
+    for name in ("leak.py", "leak.ipynb", "hidden.py"):
+        assert any(leak.startswith(name + ":") for leak in leaks), (name, leaks)
+    assert line in shipped_texts(str(tmp_path))["leak.ipynb"]          # this module's own scan sees it too
+
+
+def test_release_refuses_drifted_stubs_and_a_full_outdir(tmp_path):
+    root = tmp_path / "kit"
+    (root / SOLUTIONS / "pkg").mkdir(parents=True)
+    (root / "pkg").mkdir()
+    (root / SOLUTIONS / "pkg" / "m.py").write_text(
+        "def f():\n    # BEGIN SOLUTION  (HW1 task 1.4)\n    return 1\n    # END SOLUTION\n")
+    (root / "pkg" / "m.py").write_text("def f():\n    return 1\n")          # not the generated stub
+    with pytest.raises(rel.ReleaseError, match="stubs out of date"):
+        rel.release(str(tmp_path / "out"), root=str(root), log=lambda *a: None)
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "x").write_text("x")
+    with pytest.raises(rel.ReleaseError, match="not empty"):
+        rel.release(str(tmp_path / "full"), log=lambda *a: None)
+    assert not (tmp_path / "out").exists()
