@@ -109,7 +109,9 @@ def short_message(exc: BaseException | None, longrepr: str = "") -> str:
             return found.group(1)
     if "DeadlockError" in kinds:
         deadlock = next((e for e in chain if type(e).__name__ == "DeadlockError"), exc)
-        return _cap(f"{type(deadlock).__name__}: {deadlock}")
+        frames = filter_traceback_text(getattr(exc, "remote_traceback", "") or "") or short_traceback(deadlock)
+        where = f"\nwhere rank {exc.rank} was waiting:\n{frames}" if frames and hasattr(exc, "rank") else ""
+        return _cap(f"DeadlockError: {deadlock}{where}")
     if isinstance(exc, AssertionError):
         where = short_traceback(exc)
         return _cap(f"AssertionError: {exc}" + (f"\n{where}" if where and not str(exc) else ""))

@@ -106,7 +106,7 @@ def run_test(runner, root: str, test: GradedTest, scratch: str, deadline: float,
                               f"{len(unreported)} case(s): the code under test may have crashed, exited "
                               f"(sys.exit / os._exit) or failed to import.\n{why}")
         for c in unreported:
-            test.outcomes[c] = {"outcome": "failed", "message": "no result (see below)"}
+            test.outcomes[c] = {"outcome": "failed", "message": "did not finish (see below)"}
         messages = " ".join(str(r.get("message", "")) for r in test.outcomes.values()) + " " + test.name
         for task, why in replaced.items():
             if test.passed < len(test.cases) and re.search(rf"\b{re.escape(task)}\b", messages):

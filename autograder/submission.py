@@ -55,12 +55,12 @@ class SubmissionCheck:
                 lines.append(f"  ok       {rel}")
         for rel, text in self.broken.items():
             tasks = ", ".join(self.tasks_of.get(rel, [])) or "its tasks"
-            lines.append(f"  BROKEN   {rel}: {text}\n           The kit's stub was graded instead, so tasks {tasks} score 0;"
+            lines.append(f"  BROKEN   {rel}: {text}\n           The kit's stub was graded instead, so task(s) {tasks} score 0;"
                          f" the other files are graded as usual.\n           Fix it (python -m py_compile {rel} "
                          f"shows the same error) and resubmit.")
         for rel in self.missing:
             tasks = ", ".join(self.tasks_of.get(rel, [])) or "its tasks"
-            lines.append(f"  MISSING  {rel}: not in the submission; the stub was graded, so tasks {tasks} score 0.\n"
+            lines.append(f"  MISSING  {rel}: not in the submission; the stub was graded, so task(s) {tasks} score 0.\n"
                          f"           Submit it at this path, or at the top level of the zip "
                          f"({os.path.basename(rel)}).")
         if impl_is_stubs(self.source):
