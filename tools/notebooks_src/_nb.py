@@ -43,8 +43,8 @@ def grader(grade_id: str, solution: bool = False, grade: bool = False, locked: b
     return meta
 
 
-def write(cells: list, rel_path: str, title: str) -> str:
-    """Write `cells` as a notebook at ROOT/rel_path with stable cell ids; returns the path."""
+def build(cells: list, title: str) -> nbformat.NotebookNode:
+    """A validated notebook of `cells` (python3 kernel), with stable cell ids."""
     nb = nbformat.v4.new_notebook()
     nb.metadata["kernelspec"] = dict(KERNELSPEC)
     nb.metadata["language_info"] = {"name": "python"}
@@ -54,8 +54,18 @@ def write(cells: list, rel_path: str, title: str) -> str:
         cell["id"] = grade_id or f"cell-{i:02d}"
     nb.cells = cells
     nbformat.validate(nb)
+    return nb
+
+
+def render(nb: nbformat.NotebookNode) -> str:
+    """The notebook's JSON text, as written to disk."""
+    return nbformat.writes(nb) + "\n"
+
+
+def write(cells: list, rel_path: str, title: str) -> str:
+    """Write `cells` as a notebook at ROOT/rel_path; returns the path."""
     path = os.path.join(ROOT, rel_path)
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with open(path, "w", encoding="utf-8") as f:
-        nbformat.write(nb, f)
+        f.write(render(build(cells, title)))
     return path

@@ -5,7 +5,7 @@
 
 from __future__ import annotations
 
-from ._nb import code, md, write
+from ._nb import build, code, md, write
 
 PATH = "lectures/01_collectives.ipynb"
 
@@ -418,8 +418,16 @@ CELLS = [
 ]
 
 
+TITLE = "Lecture 1: collectives from send and receive"
+
+
+def notebook():
+    """The notebook as built from CELLS (what PATH should hold)."""
+    return build(CELLS, TITLE)
+
+
 def main() -> None:
-    print(write(CELLS, PATH, "Lecture 1: collectives from send and receive"))
+    print(write(CELLS, PATH, TITLE))
 
 
 if __name__ == "__main__":
