@@ -231,3 +231,14 @@ def test_real_hw1_suites_solutions_full_marks_stubs_zero(marked_env):
     assert stubs["score"] == 0
     for t in stubs["tests"][1:]:
         assert "not implemented yet" in t["output"], (t["name"], t["output"])
+
+
+@pytest.mark.mpi
+def test_an_infinite_loop_under_mpiexec_is_killed_too(tmp_path, marked_env):
+    suite = [("tests/kit/fixtures/suite/suite_mpi.py", "after_published")]
+    assert run("solutions", suites=suite)["score"] == 1
+    spin = insert_after_marker("1.4", "while True:\n    pass")
+    results = run(make_submission(tmp_path / "sub", {"all_reduce.py": spin}), suites=suite, limit=8)
+    assert results["score"] == 0
+    assert "Timed out after 8 s" in results["tests"][1]["output"]
+    assert results["extra_data"]["swept_at_end"] == 0
