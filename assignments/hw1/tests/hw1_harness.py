@@ -1,0 +1,321 @@
+"""Homework 1 test harness, part 1: run cases on ranks and bring back what they computed.
+
+    python -m pytest assignments/hw1/tests                 # every public test
+    python -m pytest assignments/hw1/tests -m task1_7      # one task's tests
+
+A test describes its inputs as Cases (function, n, dtype, op, inputs, root). The harness runs
+a list of cases on p ranks in one launch (launch per world size, not per case: a launch on a
+warm pool costs milliseconds, a new world size about half a second) with the provided
+collectives switched off, as HW1 requires. Each rank returns, per case, its x after the call,
+the returned value and its message counters. Ranks never assert: the verdict is taken in the
+grading process (hw1_checks.py) against a single-process reference.
+
+A case that raises on a rank stops the launch; the harness records that case's error and
+runs the other cases again, so one failing case does not hide the others. A stub's
+NotImplementedError is recorded for every case of that function without stopping the run.
+"""
+
+from __future__ import annotations
+
+import os
+import traceback
+from dataclasses import dataclass, field
+
+import torch
+
+from minitorch_dist import LaunchError, PeerFailedError, RankError, SimNetwork, launch, shutdown
+
+DTYPES = {"float32": torch.float32, "float64": torch.float64, "float16": torch.float16,
+          "bfloat16": torch.bfloat16, "int32": torch.int32, "int64": torch.int64, "uint8": torch.uint8}
+TASK_OF = {"ping_pong": "task1_1", "fit_alpha_beta": "task1_1", "broadcast": "task1_2", "reduce": "task1_2",
+           "reduce_scatter_": "task1_3", "all_gather_": "task1_3", "all_gather": "task1_3",
+           "reduce_scatter": "task1_3", "naive_all_reduce": "task1_4", "tree_all_reduce": "task1_5",
+           "butterfly_all_reduce": "task1_6", "ring_all_reduce": "task1_7"}
+DEFAULT_DEADLINE = 10.0    # seconds a blocking op may wait (MINITORCH_DIST_DEADLINE overrides it)
+RUN_TIMEOUT = 180.0        # wall-clock limit of one launch (gloo/mpi), for code stuck outside comm ops
+MAX_FAILURES_PER_FN = 3    # after this many failed cases of one function (one deadlock), its others are not run
+
+
+@dataclass(frozen=True)
+class Case:
+    """One call of a homework function on every rank, with inputs the harness makes.
+
+    fn:     the function's name in minitorch_dist.collectives ("ring_all_reduce", "broadcast", ...)
+    n:      elements of x on each rank (x's shape is `shape` if given, else (n,))
+    inputs: "rank" (rank r holds r everywhere: sums to p(p-1)/2) or "random" (seeded per rank)
+    tag:    which test looks at the case
+    """
+
+    fn: str
+    n: int
+    dtype: str = "float32"
+    op: str = "sum"
+    inputs: str = "random"
+    seed: int = 0
+    root: int = 0
+    shape: tuple | None = None
+    tag: str = ""
+
+    def describe(self, p: int) -> str:
+        """"ring_all_reduce(p=5, n=1038, float32, op=sum, random inputs)" for messages."""
+        size = f"shape={self.shape}" if self.shape is not None else f"n={self.n}"
+        op = "" if self.fn in ("broadcast", "all_gather_", "all_gather") else f", op={self.op}"
+        root = f", root={self.root}" if self.fn in ("broadcast", "reduce") else ""
+        inputs = "rank r holds r" if self.inputs == "rank" else f"random inputs, seed {self.seed}"
+        return f"{self.fn}(p={p}, {size}, {self.dtype}{op}{root}; {inputs})"
+
+
+def make_input(case: Case, rank: int, p: int) -> torch.Tensor:
+    """Rank `rank`'s x for `case`: the same on every call (closed form or seeded random)."""
+    shape = tuple(case.shape) if case.shape is not None else (case.n,)
+    dtype = DTYPES[case.dtype]
+    if case.inputs == "rank":
+        return torch.full(shape, rank, dtype=dtype)
+    numel = 1
+    for d in shape:
+        numel *= d
+    g = torch.Generator().manual_seed(case.seed * 1_000_003 + p * 1009 + rank * 7 + 1)
+    if dtype.is_floating_point:
+        if case.op == "prod":                              # near 1: products stay well scaled
+            values = torch.rand(numel, generator=g, dtype=torch.float64) + 0.5
+        else:
+            values = torch.randn(numel, generator=g, dtype=torch.float64)
+    else:
+        low, high = (1, 3) if case.op == "prod" else ((0, 32) if dtype == torch.uint8 else (-1000, 1000))
+        values = torch.randint(low, high, (numel,), generator=g, dtype=torch.int64)
+    return values.to(dtype).reshape(shape)
+
+
+@dataclass
+class Outcome:
+    """What p ranks did with one case. error is None when every rank returned."""
+
+    case: Case
+    p: int
+    backend: str
+    xs: list = field(default_factory=list)         # x after the call, per rank
+    rets: list = field(default_factory=list)       # returned tensor when it is not x itself, else None
+    ret_is_x: list = field(default_factory=list)   # the call returned x itself, per rank
+    ret_types: list = field(default_factory=list)  # type name of the returned value, per rank
+    counts: list = field(default_factory=list)     # per rank: messages/bytes sent and received, collectives
+    error: str | None = None
+    sim_time: float | None = None                  # simulated seconds, when the run held this case alone
+
+    @property
+    def label(self) -> str:
+        return f"{self.case.describe(self.p)} on {self.backend}"
+
+
+# -- on the ranks ---------------------------------------------------------------------------
+class CaseFailed(Exception):
+    """Raised on a rank when case `index` raised: stops the launch and names the case."""
+
+    def __init__(self, index: int, exc_type: str, message: str, where: str = ""):
+        super().__init__(index, exc_type, message, where)
+        self.index, self.exc_type, self.message, self.where = index, exc_type, message, where
+
+    def __str__(self) -> str:
+        return f"case {self.index}: {self.exc_type}: {self.message}"
+
+
+def _call(case: Case, x: torch.Tensor, group):
+    import minitorch_dist.collectives as collectives
+    fn = getattr(collectives, case.fn)
+    if case.fn == "broadcast":
+        return fn(x, group, root=case.root)
+    if case.fn == "reduce":
+        return fn(x, group, root=case.root, op=case.op)
+    if case.fn in ("all_gather_", "all_gather"):
+        return fn(x, group)
+    return fn(x, group, op=case.op)
+
+
+def _snapshot(counters) -> dict:
+    provided = counters.collective_calls()
+    return {"sent": counters.messages_sent, "bytes_sent": counters.bytes_sent,
+            "recv": counters.messages_recv, "bytes_recv": counters.bytes_recv, "collectives": provided}
+
+
+def _student_frames(exc: BaseException) -> str:
+    """The last few frames of the traceback, without the harness and the runtime."""
+    frames = [f for f in traceback.extract_tb(exc.__traceback__)
+              if not f.filename.endswith("hw1_harness.py") and "minitorch_dist/runtime" not in f.filename]
+    return "".join(traceback.format_list(frames[-4:])).rstrip()
+
+
+def run_cases_on_rank(group, cases: list[Case]) -> list[dict]:
+    """Rank code: run every case in order; per case x after the call, the return value, counters."""
+    results, missing = [], {}
+    for index, case in enumerate(cases):
+        if case.fn in missing:
+            results.append({"error": missing[case.fn]})
+            continue
+        x = make_input(case, group.rank, group.size)
+        before = _snapshot(group.counters)
+        try:
+            ret = _call(case, x, group)
+        except NotImplementedError as exc:         # a stub: raised on every rank before any message
+            missing[case.fn] = f"NotImplementedError: {exc}"
+            results.append({"error": missing[case.fn]})
+            continue
+        except PeerFailedError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - reported to the grading process, which judges
+            raise CaseFailed(index, type(exc).__name__, str(exc), _student_frames(exc)) from None
+        after = _snapshot(group.counters)
+        results.append({"x": x, "ret_is_x": ret is x, "ret_type": type(ret).__name__,
+                        "ret": ret if isinstance(ret, torch.Tensor) and ret is not x else None,
+                        "counts": {k: after[k] - before[k] for k in after}})
+    return results
+
+
+def rank_ping_pong(group, sizes, repeats: int, warmup: int, peer: int):
+    """Rank code: the student's ping_pong, as every rank calls it."""
+    from minitorch_dist.collectives import ping_pong
+    return ping_pong(group, sizes, repeats=repeats, warmup=warmup, peer=peer)
+
+
+BAD_INPUTS = ("op", "non-contiguous", "root")
+
+
+def rank_call_bad(group, fn_name: str, bad: str):
+    """Rank code: call `fn_name` with one bad argument (an unknown op, a transposed x, root=p)."""
+    import minitorch_dist.collectives as collectives
+    fn = getattr(collectives, fn_name)
+    x = torch.ones(4, 6).t() if bad == "non-contiguous" else torch.ones(24)
+    if fn_name in ("broadcast", "reduce"):
+        kwargs = {"root": group.size if bad == "root" else 0}
+        if fn_name == "reduce":
+            kwargs["op"] = "average" if bad == "op" else "sum"
+        return fn(x, group, **kwargs)
+    if fn_name in ("all_gather_",):
+        return fn(x, group)
+    return fn(x, group, op="average" if bad == "op" else "sum")
+
+
+def rank_all_but_last(group, fn_name: str, n: int):
+    """Rank code: every rank but the last calls `fn_name`, so the others wait for it forever."""
+    import minitorch_dist.collectives as collectives
+    if group.rank == group.size - 1:
+        return None
+    x = torch.ones(n)
+    return getattr(collectives, fn_name)(x, group)
+
+
+# -- in the grading process -----------------------------------------------------------------
+def launch_hw1(fn, p: int, args=(), backend: str = "gloo", network: SimNetwork | None = None):
+    """launch() as HW1 tests use it: provided collectives off, no trace, deadline from the env.
+
+    MINITORCH_DIST_DEADLINE (seconds) sets how long a blocking op may wait before the
+    runtime reports a deadlock; without it the harness uses DEFAULT_DEADLINE.
+    """
+    deadline = "default" if os.environ.get("MINITORCH_DIST_DEADLINE") else DEFAULT_DEADLINE
+    if backend == "sim":
+        return launch(fn, p, args=args, backend="sim", collectives=False, trace=False,
+                      network=network or SimNetwork())
+    return launch(fn, p, args=args, backend=backend, collectives=False, trace=False,
+                  deadline=deadline, timeout=RUN_TIMEOUT)
+
+
+def _first_line(text: str) -> str:
+    return text.strip().splitlines()[0] if text.strip() else text
+
+
+def run_cases(cases, p: int, backend: str = "gloo", network: SimNetwork | None = None) -> list[Outcome]:
+    """Run `cases` on p ranks; one Outcome per case, in order (errors recorded, never raised)."""
+    cases = list(cases)
+    outcomes: list[Outcome | None] = [None] * len(cases)
+    failures: dict[str, int] = {}
+    pending = list(range(len(cases)))
+    while pending:
+        batch = [cases[i] for i in pending]
+        try:
+            result = launch_hw1(run_cases_on_rank, p, args=(batch,), backend=backend, network=network)
+        except (RankError, LaunchError) as err:
+            failed = getattr(err, "cause", None)
+            if not isinstance(failed, CaseFailed):
+                _run_apart(cases, pending, outcomes, p, backend, network, err)
+                break
+            i = pending[failed.index]
+            where = f"\n{failed.where}" if failed.where else ""
+            outcomes[i] = Outcome(cases[i], p, backend, error=f"rank {err.rank} raised {failed.exc_type}: "
+                                                              f"{failed.message}{where}")
+            weight = MAX_FAILURES_PER_FN if failed.exc_type == "DeadlockError" else 1   # deadlocks cost time
+            failures[cases[i].fn] = failures.get(cases[i].fn, 0) + weight
+            pending.remove(i)
+            for j in [j for j in pending if failures.get(cases[j].fn, 0) >= MAX_FAILURES_PER_FN]:
+                outcomes[j] = Outcome(cases[j], p, backend, error=f"not run: {cases[j].fn} failed on other "
+                                      f"cases at p={p} ({failed.exc_type} in {cases[i].describe(p)})")
+                pending.remove(j)
+            continue
+        leak = None
+        for k, i in enumerate(pending):
+            outcomes[i] = _outcome(cases[i], p, backend, [r[k] for r in result])
+            if len(pending) == 1:
+                outcomes[i].sim_time = result.sim_time
+            c = outcomes[i].counts
+            if leak is None and c and sum(d["sent"] for d in c) != sum(d["recv"] for d in c):
+                leak = k                           # a message left in flight may reach later cases
+        if leak is None or leak == len(pending) - 1:
+            if leak is not None:
+                shutdown()
+            break
+        shutdown()                                 # fresh processes, no stale message: run the rest again
+        pending = pending[leak + 1:]
+    return outcomes
+
+
+def _run_apart(cases, pending, outcomes, p, backend, network, err) -> None:
+    """A launch failed without naming its case (a rank died, a timeout): run each function alone."""
+    fns = sorted({cases[i].fn for i in pending})
+    if len(fns) > 1:
+        for fn in fns:
+            mine = [i for i in pending if cases[i].fn == fn]
+            for i, o in zip(mine, run_cases([cases[i] for i in mine], p, backend, network)):
+                outcomes[i] = o
+        return
+    for i in pending:
+        outcomes[i] = Outcome(cases[i], p, backend, error=f"{type(err).__name__}: {_first_line(str(err))}")
+
+
+def _outcome(case: Case, p: int, backend: str, per_rank: list[dict]) -> Outcome:
+    errors = [r["error"] for r in per_rank if "error" in r]
+    if errors:
+        return Outcome(case, p, backend, error=errors[0])
+    return Outcome(case, p, backend, xs=[r["x"] for r in per_rank], rets=[r["ret"] for r in per_rank],
+                   ret_is_x=[r["ret_is_x"] for r in per_rank], ret_types=[r["ret_type"] for r in per_rank],
+                   counts=[r["counts"] for r in per_rank])
+
+
+# -- suites: the cases of a test file, run once per world size ------------------------------
+_selected_tasks: set[str] | None = None
+
+
+def select_tasks(items) -> None:
+    """Remember the task markers of the collected tests (pytest_collection_finish), so that a
+    suite runs only the functions of the selected tasks (`pytest -m task1_7` runs no naive case)."""
+    global _selected_tasks
+    tasks = {m.name for item in items for m in item.iter_markers() if m.name.startswith("task")}
+    _selected_tasks = tasks or None
+
+
+class Suite:
+    """The cases of a set of tests, run on first use once per world size and kept.
+
+    make_cases(p) -> [Case]; outcomes(p, fn, tag) -> that function's Outcomes at p.
+    """
+
+    def __init__(self, make_cases, backend: str = "gloo", network: SimNetwork | None = None):
+        self.make_cases, self.backend, self.network = make_cases, backend, network
+        self._runs: dict[int, list[Outcome]] = {}
+
+    def outcomes(self, p: int, fn: str, tag: str | None = None) -> list[Outcome]:
+        if p not in self._runs:
+            cases = [c for c in self.make_cases(p)
+                     if _selected_tasks is None or TASK_OF[c.fn] in _selected_tasks]
+            self._runs[p] = run_cases(cases, p, self.backend, self.network)
+        found = [o for o in self._runs[p] if o.case.fn == fn and (tag is None or o.case.tag == tag)]
+        if not found:
+            raise LookupError(f"harness: no case of {fn} (tag {tag!r}) at p={p} on {self.backend}; "
+                              f"selected tasks: {_selected_tasks}")
+        return found
