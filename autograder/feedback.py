@@ -107,6 +107,9 @@ def short_message(exc: BaseException | None, longrepr: str = "") -> str:
         found = NOT_IMPLEMENTED.search(text + "\n" + longrepr)
         if found:
             return found.group(1)
+    if type(exc).__name__ == "Failed" and hasattr(exc, "pytrace"):   # pytest.fail(msg): the message is all
+        found = NOT_IMPLEMENTED.search(str(exc)) if "DeadlockError" not in str(exc) else None
+        return found.group(1) if found and str(exc).lstrip().startswith("HW") else _cap(str(exc))
     if "DeadlockError" in kinds:
         deadlock = next((e for e in chain if type(e).__name__ == "DeadlockError"), exc)
         frames = filter_traceback_text(getattr(exc, "remote_traceback", "") or "") or short_traceback(deadlock)

@@ -43,18 +43,33 @@ class GradedTest:
     def case_label(self, nodeid: str) -> str:
         return nodeid.split("::")[-1]
 
+    def cases_label(self, nodeids: list[str]) -> str:
+        """"test_x[2, 3]" for some parametrized cases, "test_x (all 8 cases)" for all of them."""
+        base = self.function.split("::")[-1]
+        if len(nodeids) > 1 and len(nodeids) == len(self.cases):
+            return f"{base} (all {len(nodeids)} cases)"
+        params = [c[len(self.function) + 1:-1] for c in nodeids if c.startswith(self.function + "[")]
+        if len(params) == len(nodeids) and len(self.cases) > 1:
+            return f"{base}[{', '.join(params)}]"
+        return ", ".join(self.case_label(c) for c in nodeids)
+
     def output(self) -> str:
         """Feedback text: how many cases passed, why the others failed, and the run's notes."""
         total, passed = len(self.cases), self.passed
         lines = [f"{passed}/{total} cases passed." if total > 1 else ("Passed." if passed else "Failed.")]
+        failed: dict[str, list[str]] = {}            # message -> the cases that failed with it
         for nodeid in self.cases:
             res = self.outcomes.get(nodeid, {})
-            if res.get("outcome") == "passed":
-                continue
-            message = res.get("message") or "no result was reported for this case"
-            lines.append(f"\nFAILED {self.case_label(nodeid)}:\n{_indent(message)}")
-            if res.get("output"):
-                lines.append(f"  output:\n{_indent(res['output'], 4)}")
+            if res.get("outcome") != "passed":
+                failed.setdefault(res.get("message") or "no result was reported for this case", []).append(nodeid)
+        for message, nodeids in failed.items():
+            labels = self.cases_label(nodeids)
+            lines.append(f"\nFAILED {labels}:\n{_indent(message)}")
+            outputs = [self.outcomes.get(c, {}).get("output") for c in nodeids]
+            for nodeid, out in zip(nodeids, outputs):
+                if out:
+                    lines.append(f"  output of {self.case_label(nodeid)}:\n{_indent(out, 4)}")
+                    break
         lines += [f"\n{note}" for note in self.notes]
         text = "\n".join(lines)
         if len(text) > MAX_TEST_OUTPUT:
