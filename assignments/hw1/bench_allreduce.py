@@ -3,7 +3,7 @@
     mpirun -n 4 python assignments/hw1/bench_allreduce.py            # MPI (backend mpi)
     python assignments/hw1/bench_allreduce.py                        # 4 local gloo processes
     python assignments/hw1/bench_allreduce.py --backend sim --quick  # simulated network (virtual time)
-    python -m tools.overlay solutions -- .venv/bin/python assignments/hw1/bench_allreduce.py   # reference
+    python -m tools.overlay solutions -- .venv/bin/python assignments/hw1/bench_allreduce.py   # instructors: the reference
 
 Every algorithm in minitorch_dist.collectives.ALL_REDUCES (naive, tree, butterfly, ring) and
 the native group.all_reduce run on the same float32 buffer. One measurement: refill the

@@ -3,7 +3,7 @@
     mpirun -n 2 python assignments/hw1/ping_pong.py                 # MPI (backend mpi)
     python assignments/hw1/ping_pong.py                             # 2 local gloo processes
     python assignments/hw1/ping_pong.py --backend sim               # simulated network: exact alpha, beta
-    python -m tools.overlay solutions -- .venv/bin/python assignments/hw1/ping_pong.py    # reference
+    python -m tools.overlay solutions -- .venv/bin/python assignments/hw1/ping_pong.py    # instructors: the reference
 
 Rank 0 bounces messages of 8 B .. 16 MB off rank 1 (minitorch_dist.collectives.ping_pong),
 then fits t(n) = alpha + n*beta (fit_alpha_beta) and prints both, with a table of measured
