@@ -34,7 +34,7 @@ pytestmark = [pytest.mark.notebook, pytest.mark.slow]
 ASSIGNMENT = "hw1"
 NOTEBOOK = "hw1_collectives"
 PART_A = {"test_predicted_time": 3, "test_crossover": 2, "test_ring_bytes": 2, "test_best_algorithm": 2}
-NEEDS_PACKAGE = {"test_measure": 2, "test_measure_fit": 2, "test_all_reduce_times": 3}
+NEEDS_PACKAGE = {"test_measure": 2, "test_measure_fit": 2, "test_sim_times": 2, "test_all_reduce_times": 3}
 SECRET_MARKERS = ("BEGIN SOLUTION", "END SOLUTION", "BEGIN HIDDEN TESTS", "END HIDDEN TESTS")
 
 
@@ -143,7 +143,7 @@ def test_release_strips_solutions_and_hidden_tests(course):
     text = "\n".join(cell.source for cell in nb.cells)
     assert not [m for m in SECRET_MARKERS if m in text]
     solution_cells = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("solution")]
-    assert len(solution_cells) == 6
+    assert len(solution_cells) == 7
     assert all("raise NotImplementedError()" in c.source for c in solution_cells)
     points = {c.metadata.nbgrader["grade_id"]: c.metadata.nbgrader["points"]
               for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade")}

@@ -27,7 +27,8 @@ CELLS = [
 
     - **Part A** (9 points): the alpha-beta cost model, by hand. No processes.
     - **Part B** (4 points): measure alpha and beta of this machine with your ping-pong.
-    - **Part C** (3 points): time your four all-reduces and compare them with the model.
+    - **Part C** (5 points): run your four all-reduces on the simulated network and on real processes,
+      and compare them with the model.
 
     Write your answers where it says `YOUR CODE HERE`, replacing the `raise NotImplementedError()`.
     Cells with tests check your answers; some tests are hidden and run when the notebook is graded.
@@ -41,7 +42,7 @@ CELLS = [
     import numpy as np
     import torch
 
-    from minitorch_dist import cost_model, launch
+    from minitorch_dist import SimNetwork, cost_model, launch
     from minitorch_dist.collectives import ALL_REDUCES, fit_alpha_beta, ping_pong
 
     %matplotlib inline
@@ -254,7 +255,45 @@ CELLS = [
     plt.show()
     """),
     md(r"""
-    ## Part C: your all-reduces against the model (3 points)
+    ## Part C: your all-reduces against the model (5 points)
+
+    ### C.1 On the simulated network (2 points)
+
+    On `backend="sim"` every message costs exactly α + nβ of simulated time (`SimNetwork(alpha, beta)`), so an
+    algorithm that sends what it should, when it should, takes exactly the model's time: the `sim_time` of the
+    run. An algorithm that waits for something it need not wait for (a send posted late, a round split in two)
+    comes out slower.
+
+    Run each of your four all-reduces on p = 64 simulated ranks with 64 KB per rank (16,384 float32), on
+    `SimNetwork(alpha=20e-6, beta=1e-9)`, with `collectives=False`. Store each run's `sim_time` in
+    `SIM_TIMES = {name: seconds}`. The test compares them with the cost model.
+    """),
+    code(r"""
+    def all_reduce_ones(group, name, n_elems):
+        x = torch.ones(n_elems)
+        ALL_REDUCES[name](x, group)
+        return x[0].item()
+
+    ### BEGIN SOLUTION
+    SIM_TIMES = {}
+    for name in ALGORITHMS:
+        runs = launch(all_reduce_ones, 64, args=(name, 16384), backend="sim",
+                      network=SimNetwork(alpha=20e-6, beta=1e-9), collectives=False, trace=False)
+        assert list(runs) == [64.0] * 64
+        SIM_TIMES[name] = runs.sim_time
+    ### END SOLUTION
+    for name, seconds in SIM_TIMES.items():
+        print(f"{name:>10}: {seconds * 1e3:8.3f} ms simulated")
+    """, grade_id="sim_times", solution=True),
+    code(r"""
+    assert set(SIM_TIMES) == set(ALGORITHMS)
+    for name in ALGORITHMS:
+        model = cost_model.ALL_REDUCE_ALGORITHMS[name](64, 64 * KB, 20e-6, 1e-9)
+        assert math.isclose(SIM_TIMES[name], model, rel_tol=1e-6), (
+            f"{name}: {SIM_TIMES[name] * 1e3:.4f} ms on sim, the model says {model * 1e3:.4f} ms")
+    """, grade_id="test_sim_times", grade=True, locked=True, points=2),
+    md(r"""
+    ### C.2 On real processes (3 points)
 
     `time_all_reduce(name, p, n_bytes)` (given) times one of your all-reduces on `p` gloo ranks: each
     repetition starts with a barrier; a repetition lasts until its slowest rank finishes; it returns the
