@@ -107,6 +107,12 @@ def run_test(runner, root: str, test: GradedTest, scratch: str, deadline: float,
                               f"(sys.exit / os._exit) or failed to import.\n{why}")
         for c in unreported:
             test.outcomes[c] = {"outcome": "failed", "message": "did not finish (see below)"}
+        prefix = root.rstrip(os.sep) + os.sep                     # kit-relative paths in the feedback
+        for res in test.outcomes.values():
+            for key in ("message", "output"):
+                if isinstance(res.get(key), str):
+                    res[key] = res[key].replace(prefix, "")
+        test.notes = [note.replace(prefix, "") for note in test.notes]
         messages = " ".join(str(r.get("message", "")) for r in test.outcomes.values()) + " " + test.name
         for task, why in replaced.items():
             if test.passed < len(test.cases) and re.search(rf"\b{re.escape(task)}\b", messages):
