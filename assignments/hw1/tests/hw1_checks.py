@@ -18,7 +18,7 @@ import torch
 from minitorch_dist.collectives import chunk_bounds
 from minitorch_dist import cost_model
 
-from hw1_harness import DTYPES, Outcome, make_input
+from hw1_harness import DTYPES, Outcome, make_input, try_launch
 
 ALL_REDUCES = ("naive_all_reduce", "tree_all_reduce", "butterfly_all_reduce", "ring_all_reduce")
 SAME_ON_EVERY_RANK = ALL_REDUCES + ("broadcast", "all_gather_", "all_gather")
@@ -198,6 +198,27 @@ def _totals(problems, msgs, nbytes, total_messages, total_bytes) -> None:
         problems.append(f"all ranks together sent {sum(nbytes)} B; expected {total_bytes:g}")
 
 
+# -- how long it took on sim ------------------------------------------------------------------
+COST_NAME = {"broadcast": "binomial_broadcast", "reduce": "binomial_reduce",
+             "reduce_scatter_": "ring_reduce_scatter", "all_gather_": "ring_all_gather"}
+
+
+def sim_time_problems(o: Outcome, network, rel: float = 1e-9) -> list[str]:
+    """The simulated time of a case run alone against its cost_model formula (p should divide n)."""
+    if o.error is not None:
+        return [o.error]
+    if o.sim_time is None:
+        return ["no simulated time: run the case alone on the sim backend"]
+    name = COST_NAME.get(o.case.fn, o.case.fn)
+    n_bytes = o.case.n * torch.empty((), dtype=DTYPES[o.case.dtype]).element_size()
+    want = getattr(cost_model, name)(o.p, n_bytes, network.alpha, network.beta)
+    if math.isclose(o.sim_time, want, rel_tol=rel, abs_tol=1e-15):
+        return []
+    return [f"simulated time {o.sim_time:.9g} s, but cost_model.{name}(p={o.p}, n_bytes={n_bytes}, "
+            f"alpha={network.alpha:g}, beta={network.beta:g}) = {want:.9g} s "
+            f"({o.sim_time / want if want else float('inf'):.4f}x): check the number and order of rounds"]
+
+
 # -- the verdict ----------------------------------------------------------------------------
 def fail(message: str) -> None:
     """Fail the current test with `message` only (no harness traceback)."""
@@ -206,6 +227,23 @@ def fail(message: str) -> None:
     except ImportError:           # pragma: no cover - the harness used outside pytest
         raise AssertionError(message) from None
     pytest.fail(message, pytrace=False)
+
+
+def student_call(fn, *args, **kwargs):
+    """fn(*args, **kwargs) in this process; a stub's NotImplementedError fails the test with its message."""
+    try:
+        return fn(*args, **kwargs)
+    except NotImplementedError as exc:
+        message = str(exc)
+    fail(message)
+
+
+def launch_or_fail(fn, p: int, args=(), backend: str = "gloo", network=None):
+    """launch_hw1(...)'s RunResult; a rank's error fails the test (a stub's with its message only)."""
+    result, err = try_launch(fn, p, args, backend, network)
+    if err is not None:
+        fail(err.message if err.exc_type == "NotImplementedError" else str(err))
+    return result
 
 
 def judge(outcomes: list[Outcome], *checks) -> None:
@@ -227,5 +265,5 @@ def judge(outcomes: list[Outcome], *checks) -> None:
     if bad or not_run:
         more = f"\n... and {len(bad) - MAX_SHOWN} more failing cases" if len(bad) > MAX_SHOWN else ""
         skipped = "".join(f"\n{k} case{'s' * (k > 1)} {text}" for text, k in not_run.items())
-        fail(f"{len(bad) + sum(not_run.values())} of {len(outcomes)} cases failed:\n"
-             + "\n".join(bad[:MAX_SHOWN]) + more + skipped)
+        fail(f"{len(bad) + sum(not_run.values())} of {len(outcomes)} cases failed:"
+             + "".join("\n" + b for b in bad[:MAX_SHOWN]) + more + skipped)

@@ -217,6 +217,14 @@ def launch_hw1(fn, p: int, args=(), backend: str = "gloo", network: SimNetwork |
                   deadline=deadline, timeout=RUN_TIMEOUT)
 
 
+def try_launch(fn, p: int, args=(), backend: str = "gloo", network: SimNetwork | None = None):
+    """(RunResult, None), or (None, the RankError) when a rank raised: judge it outside the except."""
+    try:
+        return launch_hw1(fn, p, args, backend, network), None
+    except RankError as err:
+        return None, err
+
+
 def _first_line(text: str) -> str:
     return text.strip().splitlines()[0] if text.strip() else text
 
@@ -237,13 +245,14 @@ def run_cases(cases, p: int, backend: str = "gloo", network: SimNetwork | None =
                 _run_apart(cases, pending, outcomes, p, backend, network, err)
                 break
             i = pending[failed.index]
+            later = set(pending[failed.index + 1:])        # not reached: cases before it succeeded
             where = f"\n{failed.where}" if failed.where else ""
             outcomes[i] = Outcome(cases[i], p, backend, error=f"rank {err.rank} raised {failed.exc_type}: "
                                                               f"{failed.message}{where}")
             weight = MAX_FAILURES_PER_FN if failed.exc_type == "DeadlockError" else 1   # deadlocks cost time
             failures[cases[i].fn] = failures.get(cases[i].fn, 0) + weight
             pending.remove(i)
-            for j in [j for j in pending if failures.get(cases[j].fn, 0) >= MAX_FAILURES_PER_FN]:
+            for j in [j for j in pending if j in later and failures.get(cases[j].fn, 0) >= MAX_FAILURES_PER_FN]:
                 outcomes[j] = Outcome(cases[j], p, backend, error=f"not run: {cases[j].fn} failed on other "
                                       f"cases at p={p} ({failed.exc_type} in {cases[i].describe(p)})")
                 pending.remove(j)

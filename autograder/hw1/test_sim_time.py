@@ -1,0 +1,74 @@
+"""Hidden tests, tasks 1.2-1.7: on the sim backend (alpha-beta network, virtual clock) each
+algorithm takes exactly the time its cost_model formula predicts, at p = 64 and p = 1024, and
+with beta = 0 its number of rounds (simulated time / alpha) at p = 5 and 8. n is a multiple of
+p (equal chunks); the result and the per-rank message counts are checked too."""
+
+import pytest
+from hw1_checks import judge, result_problems, sim_time_problems, traffic_problems
+from hw1_harness import Case, run_cases
+
+from minitorch_dist import SimNetwork
+
+TIMED = SimNetwork(alpha=1e-5, beta=1e-9)
+ROUNDS = SimNetwork(alpha=1.0, beta=0.0)
+SETTINGS = {"p=64": (64, TIMED), "p=1024": (1024, TIMED), "rounds p=5": (5, ROUNDS), "rounds p=8": (8, ROUNDS)}
+
+
+def check(fn: str, setting: str) -> None:
+    p, network = SETTINGS[setting]
+    case = Case(fn, 4 * p, root=p // 3, seed=90)
+    outcome = run_cases([case], p, backend="sim", network=network)[0]
+    judge([outcome], result_problems, traffic_problems, lambda o: sim_time_problems(o, network))
+
+
+@pytest.mark.task1_2
+@pytest.mark.points(3)
+@pytest.mark.parametrize("setting", SETTINGS)
+@pytest.mark.parametrize("fn", ["broadcast", "reduce"])
+def test_broadcast_and_reduce_sim_time(fn, setting):
+    check(fn, setting)
+
+
+@pytest.mark.task1_3
+@pytest.mark.points(3)
+@pytest.mark.parametrize("setting", ["p=64", "rounds p=5", "rounds p=8"])
+@pytest.mark.parametrize("fn", ["reduce_scatter_", "all_gather_"])
+def test_reduce_scatter_and_all_gather_sim_time(fn, setting):
+    check(fn, setting)
+
+
+@pytest.mark.task1_4
+@pytest.mark.points(3)
+@pytest.mark.parametrize("setting", SETTINGS)
+def test_naive_all_reduce_sim_time(setting):
+    check("naive_all_reduce", setting)
+
+
+@pytest.mark.task1_5
+@pytest.mark.points(3)
+@pytest.mark.parametrize("setting", SETTINGS)
+def test_tree_all_reduce_sim_time(setting):
+    check("tree_all_reduce", setting)
+
+
+@pytest.mark.task1_6
+@pytest.mark.points(3)
+@pytest.mark.parametrize("setting", SETTINGS)
+def test_butterfly_all_reduce_sim_time(setting):
+    check("butterfly_all_reduce", setting)
+
+
+@pytest.mark.task1_7
+@pytest.mark.points(3)
+@pytest.mark.parametrize("setting", ["p=64", "rounds p=5", "rounds p=8"])
+def test_ring_all_reduce_sim_time(setting):
+    check("ring_all_reduce", setting)
+
+
+@pytest.mark.task1_7
+@pytest.mark.points(1)
+@pytest.mark.slow
+@pytest.mark.time_limit(240)
+def test_ring_all_reduce_sim_time_p1024():
+    """2(p-1) = 2046 rounds of 1024 ranks: slow on sim (tens of seconds), hence its own test."""
+    check("ring_all_reduce", "p=1024")
