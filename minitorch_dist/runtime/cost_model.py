@@ -31,7 +31,7 @@ def _log2_ceil(p: int) -> int:
 
 def _pow2_floor(p: int) -> tuple[int, int]:
     """(q, log2 q) with q the largest power of two <= p (p >= 1)."""
-    k = p.bit_length() - 1
+    k = int(p).bit_length() - 1          # int(): numpy integers have no bit_length
     return 1 << k, k
 
 
