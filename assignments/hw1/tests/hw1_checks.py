@@ -1,4 +1,4 @@
-"""Homework 1 test harness, part 2: the verdict, taken in the grading process.
+"""Homework 1 test harness, the verdict: taken in the grading process from what the ranks returned.
 
     problems = result_problems(outcome)        # [] when the case is right
     judge(outcomes, result_problems, traffic_problems)   # fails the test with a clear message
@@ -18,7 +18,8 @@ import torch
 from minitorch_dist.collectives import chunk_bounds
 from minitorch_dist import cost_model
 
-from hw1_harness import DTYPES, Outcome, make_input, try_launch
+from hw1_harness import Outcome, try_launch
+from hw1_ranks import DTYPES, make_input
 
 ALL_REDUCES = ("naive_all_reduce", "tree_all_reduce", "butterfly_all_reduce", "ring_all_reduce")
 SAME_ON_EVERY_RANK = ALL_REDUCES + ("broadcast", "all_gather_", "all_gather")
