@@ -219,16 +219,25 @@ def test_the_subprocess_runner_grades_too(tmp_path, marked_env):
 
 
 HW1_SUITES = [homework_manifest("hw1")[k] for k in ("public_tests", "hidden_tests")]
+needs_hw1_suites = pytest.mark.skipif(not any(os.path.isdir(os.path.join(ROOT, s)) for s in HW1_SUITES),
+                                      reason="the HW1 test suites are not written yet")
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not any(os.path.isdir(os.path.join(ROOT, s)) for s in HW1_SUITES),
-                    reason="the HW1 test suites are not written yet")
-def test_real_hw1_suites_solutions_full_marks_stubs_zero(marked_env):
+@pytest.mark.timeout(1200)
+@needs_hw1_suites
+def test_real_hw1_suites_solutions_full_marks(marked_env):
     solved = grade("hw1", "solutions", out=None, quiet=True)
     top = sum(t["max_score"] for t in solved["tests"])
     assert top > 0 and solved["score"] == top, [(t["name"], t["output"]) for t in solved["tests"]
                                                   if t["status"] == "failed"]
+    assert solved["tests"][0]["status"] == "passed", solved["tests"][0]["output"]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1200)
+@needs_hw1_suites
+def test_real_hw1_suites_stubs_score_zero(marked_env):
     stubs = grade("hw1", "stubs", out=None, quiet=True)
     assert stubs["score"] == 0
     for t in stubs["tests"][1:]:
