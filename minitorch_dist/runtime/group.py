@@ -43,6 +43,7 @@ class Group:
         self._ctx = ctx
         self.name = name
         self._collective_seq = 0
+        self._fast_sendrecv = getattr(backend, "group_sendrecv", None)   # sim only
         self._subgroup_counts: dict[tuple[int, ...], int] = defaultdict(int)
 
     # -- identity ----------------------------------------------------------------------------
@@ -180,6 +181,8 @@ class Group:
             check_rank(self, dst, "sendrecv", "dst")
             check_rank(self, src, "sendrecv", "src")
             check_tag(self, tag, "sendrecv")
+        if self._fast_sendrecv is not None:     # sim: the whole exchange in one call (sim_sendrecv.py)
+            return self._fast_sendrecv(self, send_tensor, dst, recv_tensor, src, tag)
         start = self._clock()
         staging = None if recv_tensor.is_contiguous() else torch.empty_like(recv_tensor, memory_format=torch.contiguous_format)
         payload = send_tensor.contiguous()
@@ -194,8 +197,7 @@ class Group:
             self._wait(swork, text, (ranks[dst],))
         if staging is not None:
             recv_tensor.copy_(staging)
-        end = self._clock()
-        self._ctx.recorder.event("sendrecv", ranks[dst], tag, sent + received, start, end, self.name)
+        self._ctx.recorder.event("sendrecv", ranks[dst], tag, sent + received, start, self._clock(), self.name)
         return recv_tensor
 
     # -- collectives -------------------------------------------------------------------------

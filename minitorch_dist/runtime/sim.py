@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import torch
 
-from . import sim_collectives, sim_p2p
+from . import sim_collectives, sim_p2p, sim_sendrecv
 from .backend import Backend, Work
 from .errors import LaunchError, PeerFailedError, RankError
 from .group import Group, RankContext
@@ -93,6 +93,8 @@ class SimBackend(Backend):
     # without a wrapper call (one call less per message on the hot path)
     isend = sim_p2p.post_send
     irecv = sim_p2p.post_recv
+    # Group.sendrecv after its checks: group_sendrecv(group, send_tensor, dst, recv_tensor, src, tag)
+    group_sendrecv = staticmethod(sim_sendrecv.group_sendrecv)
 
     # -- native collectives -----------------------------------------------------------------
     def all_reduce(self, tensor: torch.Tensor, op: str) -> Work:

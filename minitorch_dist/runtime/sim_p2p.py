@@ -12,8 +12,9 @@ alpha + n*beta seconds, from the earliest start >= ready at which both are free
 to end = start + alpha + n*beta. The send completes at `end`; the receive at
 max(recv posted, end).
 
-Eager sends copy the tensor when posted (the sender may reuse its buffer at once);
-rendezvous sends copy it straight into the receive buffer when the receive is posted.
+Eager sends copy the tensor when posted (the sender may reuse its buffer at once; the
+copy is raw bytes for plain CPU tensors, sim_copy.py); rendezvous sends copy it
+straight into the receive buffer when the receive is posted.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import torch
 
 from .backend import Work
 from .errors import MessageMismatchError
+from .sim_copy import snapshot, write
 from .sim_ports import book_transfer
 from .wire import check_match
 
@@ -59,13 +61,13 @@ class SendWork(_P2PWork):
     """A posted send. `end` is the simulated time it completes, None until known."""
 
     __slots__ = ("backend", "dst", "tag", "op", "tensor", "posted", "eager", "arrival",
-                 "end", "error", "waiter")
+                 "end", "error", "waiter", "nbytes", "dtype", "shape")
     _verb = "dst"
 
     def __init__(self, backend, tensor: torch.Tensor, dst: int, tag: int, op: str,
-                 posted: float, eager: bool):
+                 posted: float, eager: bool, nbytes: int):
         self.backend, self.tensor, self.dst, self.tag, self.op = backend, tensor, dst, tag, op
-        self.posted, self.eager = posted, eager
+        self.posted, self.eager, self.nbytes = posted, eager, nbytes
         self.arrival = None     # eager: when the message is at the receiver
         self.end = None
         self.error = None
@@ -102,17 +104,17 @@ def post_send(backend, tensor: torch.Tensor, dst: int, tag: int, op: str) -> Sen
     limit = sched.eager_limit
     nbytes = tensor.nbytes
     eager = limit is None or nbytes <= limit
-    send = SendWork(backend, tensor, dst, tag, op, backend.slot.clock, eager)
+    send = SendWork(backend, tensor, dst, tag, op, backend.slot.clock, eager, nbytes)
     key = (backend.key, src_w, dst_w, tag)
     recvs = sched.pending_recvs.get(key)
     if recvs:
         recv = recvs.popleft()
         if not recvs:
             del sched.pending_recvs[key]
-        _transfer(sched, send, recv, src_w, dst_w, nbytes)
+        _transfer(sched, send, recv, src_w, dst_w)
         return send
     if eager:                                       # on its way now, into a copy
-        send.tensor = (tensor.detach() if tensor.requires_grad else tensor).clone()
+        send.tensor = snapshot(send, tensor)
         send.arrival = send.end = _book(sched, src_w, dst_w, send.posted, nbytes)
     sends = sched.pending_sends.get(key)
     if sends is None:
@@ -139,7 +141,7 @@ def post_recv(backend, buffer: torch.Tensor, src: int, tag: int, op: str) -> Rec
             del sched.pending_sends[key]
         if send.eager:
             sched.slots[src_w].in_flight -= 1
-        _transfer(sched, send, recv, src_w, dst_w, send.tensor.nbytes)
+        _transfer(sched, send, recv, src_w, dst_w)
         return recv
     recvs = sched.pending_recvs.get(key)
     if recvs is None:
@@ -156,25 +158,36 @@ def _book(sched, src_w: int, dst_w: int, ready: float, nbytes: int) -> float:
     return start + duration
 
 
-def _transfer(sched, send: SendWork, recv: RecvWork, src_w: int, dst_w: int, nbytes: int) -> None:
+def _transfer(sched, send: SendWork, recv: RecvWork, src_w: int, dst_w: int) -> None:
     """Match `send` with `recv`: time both, copy the data, wake whoever waits on them."""
     if send.arrival is None:
         ready = send.posted if send.eager else max(send.posted, recv.posted)
-        send.arrival = send.end = _book(sched, src_w, dst_w, ready, nbytes)
+        send.arrival = send.end = _book(sched, src_w, dst_w, ready, send.nbytes)
         if send.waiter is not None:
             sched.wake(send.waiter, send.end)
     arrival = send.arrival
     recv.end = recv.posted if recv.posted > arrival else arrival   # max(recv.posted, arrival)
     buffer, data = recv.buffer, send.tensor
-    if buffer.dtype == data.dtype and buffer.shape == data.shape:
+    if type(data) is bytes:                         # an eager copy (sim_copy.py)
+        dtype, shape = send.dtype, send.shape
+        if buffer.dtype == dtype and buffer.shape == shape:
+            write(buffer, data, dtype, shape)
+        else:
+            _mismatch(send, recv, dtype, shape)
+    elif buffer.dtype == data.dtype and buffer.shape == data.shape:
         (buffer.detach() if buffer.requires_grad else buffer).copy_(data)
     else:
-        backend = recv.backend
-        try:
-            check_match(buffer, data.dtype, tuple(data.shape), send.op, recv.op,
-                        backend.rank_name(backend.rank), backend.rank_name(recv.src), recv.tag)
-        except MessageMismatchError as exc:
-            recv.error = exc
+        _mismatch(send, recv, data.dtype, data.shape)
     send.tensor = None                              # drop the copy (or the reference)
     if recv.waiter is not None:
         sched.wake(recv.waiter, recv.end)
+
+
+def _mismatch(send: SendWork, recv: RecvWork, dtype: torch.dtype, shape) -> None:
+    """The receive fails with the MessageMismatchError naming both ranks, shapes and ops."""
+    backend = recv.backend
+    try:
+        check_match(recv.buffer, dtype, tuple(shape), send.op, recv.op,
+                    backend.rank_name(backend.rank), backend.rank_name(recv.src), recv.tag)
+    except MessageMismatchError as exc:
+        recv.error = exc

@@ -81,6 +81,24 @@ def book_transfer(send_port: Port, recv_port: Port, ready: float, duration: floa
     if duration <= 0:
         return s
     send_ends, recv_ends = send_port.ends, recv_port.ends
+    if (not send_ends or send_ends[-1] <= s) and (not recv_ends or recv_ends[-1] <= s):
+        # the usual case: after everything booked on both ports (Port.book, inlined)
+        e = s + duration
+        if send_ends and send_ends[-1] == s:
+            send_ends[-1] = e
+        else:
+            send_port.starts.append(s)
+            send_ends.append(e)
+            if len(send_ends) > send_port.prune_at:
+                send_port.prune(horizon())
+        if recv_ends and recv_ends[-1] == s:
+            recv_ends[-1] = e
+        else:
+            recv_port.starts.append(s)
+            recv_ends.append(e)
+            if len(recv_ends) > recv_port.prune_at:
+                recv_port.prune(horizon())
+        return s
     while (send_ends and send_ends[-1] > s) or (recv_ends and recv_ends[-1] > s):
         # some booking ends after s: look for a gap; each step jumps to the end of a busy interval
         busy_until = send_port.conflict(s, s + duration)
