@@ -16,26 +16,26 @@ import ctypes
 
 import torch
 
-_RAW_DTYPES = frozenset(d for d in (
+RAW_DTYPES = frozenset(d for d in (
     torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int8, torch.uint8,
     torch.int16, torch.int32, torch.int64, torch.bool,
     *(getattr(torch, n) for n in ("uint16", "uint32", "uint64", "float8_e4m3fn", "float8_e5m2")
       if hasattr(torch, n))))
 _Tensor = torch.Tensor
 _strided = torch.strided
-_MAX_RAW = 1 << 30                # bigger messages: torch copies (memory traffic dominates anyway)
-_increment_version = getattr(torch._C, "_increment_version", None) or (
+MAX_RAW = 1 << 30                # bigger messages: torch copies (memory traffic dominates anyway)
+increment_version = getattr(torch._C, "_increment_version", None) or (
     lambda tensors: torch.autograd.graph.increment_version(tensors[0]))
-_arrays: dict[int, type] = {}     # nbytes -> ctypes.c_char * nbytes, for views of tensor memory
+arrays: dict[int, type] = {}     # nbytes -> ctypes.c_char * nbytes, for views of tensor memory
 
 
-def _array(nbytes: int) -> type:
+def array_of(nbytes: int) -> type:
     """The ctypes array type of `nbytes` bytes (cached: making one costs more than a copy)."""
-    array = _arrays.get(nbytes)
+    array = arrays.get(nbytes)
     if array is None:
-        if len(_arrays) >= 1024:
-            _arrays.clear()
-        array = _arrays[nbytes] = ctypes.c_char * nbytes
+        if len(arrays) >= 1024:
+            arrays.clear()
+        array = arrays[nbytes] = ctypes.c_char * nbytes
     return array
 
 
@@ -44,10 +44,10 @@ def raw_bytes(tensor: torch.Tensor, nbytes: int) -> bytes | None:
 
     Plain: CPU, dense, contiguous, a real dtype, no negation bit.
     """
-    if (type(tensor) is _Tensor and 0 < nbytes <= _MAX_RAW and tensor.is_cpu
-            and tensor.dtype in _RAW_DTYPES and tensor.layout is _strided and tensor.is_contiguous()
+    if (type(tensor) is _Tensor and 0 < nbytes <= MAX_RAW and tensor.is_cpu
+            and tensor.dtype in RAW_DTYPES and tensor.layout is _strided and tensor.is_contiguous()
             and not tensor.is_neg()):
-        return _array(nbytes).from_address(tensor.data_ptr()).raw
+        return array_of(nbytes).from_address(tensor.data_ptr()).raw
     return None
 
 
@@ -66,8 +66,8 @@ def write(buffer: torch.Tensor, data: bytes, dtype: torch.dtype, shape) -> None:
     if (type(buffer) is _Tensor and buffer.is_cpu and not buffer.requires_grad
             and buffer.layout is _strided and buffer.is_contiguous() and not buffer.is_neg()
             and not buffer.is_inference()):
-        _array(len(data)).from_address(buffer.data_ptr()).raw = data
-        _increment_version((buffer,))
+        array_of(len(data)).from_address(buffer.data_ptr()).raw = data
+        increment_version((buffer,))
         return
     source = torch.frombuffer(bytearray(data), dtype=dtype).view(shape)
     (buffer.detach() if buffer.requires_grad else buffer).copy_(source)

@@ -82,22 +82,10 @@ def book_transfer(send_port: Port, recv_port: Port, ready: float, duration: floa
         return s
     send_ends, recv_ends = send_port.ends, recv_port.ends
     if (not send_ends or send_ends[-1] <= s) and (not recv_ends or recv_ends[-1] <= s):
-        # the usual case: after everything booked on both ports (Port.book, inlined)
+        # the usual case: after everything booked on both ports
         e = s + duration
-        if send_ends and send_ends[-1] == s:
-            send_ends[-1] = e
-        else:
-            send_port.starts.append(s)
-            send_ends.append(e)
-            if len(send_ends) > send_port.prune_at:
-                send_port.prune(horizon())
-        if recv_ends and recv_ends[-1] == s:
-            recv_ends[-1] = e
-        else:
-            recv_port.starts.append(s)
-            recv_ends.append(e)
-            if len(recv_ends) > recv_port.prune_at:
-                recv_port.prune(horizon())
+        book_after(send_port, s, e, horizon)
+        book_after(recv_port, s, e, horizon)
         return s
     while (send_ends and send_ends[-1] > s) or (recv_ends and recv_ends[-1] > s):
         # some booking ends after s: look for a gap; each step jumps to the end of a busy interval
@@ -115,3 +103,15 @@ def book_transfer(send_port: Port, recv_port: Port, ready: float, duration: floa
     if len(recv_port.starts) > recv_port.prune_at:
         recv_port.prune(horizon())
     return s
+
+
+def book_after(port: Port, s: float, e: float, horizon) -> None:
+    """Port.book(s, e) when nothing booked ends after `s`, then prune if the port keeps too much."""
+    ends = port.ends
+    if ends and ends[-1] == s:
+        ends[-1] = e
+    else:
+        port.starts.append(s)
+        ends.append(e)
+        if len(ends) > port.prune_at:
+            port.prune(horizon())

@@ -20,9 +20,11 @@ from collections import deque
 
 import torch
 
-from .sim_copy import raw_bytes, write
+from .sim_copy import MAX_RAW, RAW_DTYPES, array_of, arrays, increment_version, write
 from .sim_p2p import MAX_IN_FLIGHT, SendWork, post_recv, post_send
-from .sim_ports import book_transfer
+from .sim_ports import book_after, book_transfer
+
+Tensor, strided = torch.Tensor, torch.strided
 
 
 def group_sendrecv(group, send_tensor: torch.Tensor, dst: int, recv_tensor: torch.Tensor, src: int,
@@ -52,7 +54,15 @@ def group_sendrecv(group, send_tensor: torch.Tensor, dst: int, recv_tensor: torc
         if not sends:
             del sched.pending_sends[key]
         sched.slots[src_w].in_flight -= 1
-        write(buffer, send.tensor, send.dtype, send.shape)
+        data = send.tensor
+        if (buffer.is_cpu and not buffer.requires_grad and buffer.layout is strided
+                and not buffer.is_neg() and not buffer.is_inference() and type(buffer) is Tensor):
+            # sim_copy.write, inlined: the buffer is contiguous (it is recv_tensor or staging)
+            array = arrays.get(len(data)) or array_of(len(data))
+            array.from_address(buffer.data_ptr()).raw = data
+            increment_version((buffer,))
+        else:
+            write(buffer, data, send.dtype, send.shape)
         send.tensor = None
         arrival = send.arrival
         recv_end = arrival if arrival > posted else posted
@@ -64,15 +74,24 @@ def group_sendrecv(group, send_tensor: torch.Tensor, dst: int, recv_tensor: torc
     sent = payload.nbytes
     limit = sched.eager_limit
     skey = (gkey, me, dst_w, tag)
-    data = None
-    if (limit is None or sent <= limit) and not sched.pending_recvs.get(skey):
-        data = raw_bytes(payload, sent)
-    if data is not None:
-        swork = SendWork(backend, data, dst, tag, "sendrecv", posted, True, sent)
+    if ((limit is None or sent <= limit) and 0 < sent <= MAX_RAW and not sched.pending_recvs.get(skey)
+            and payload.is_cpu and type(payload) is Tensor and payload.dtype in RAW_DTYPES
+            and payload.layout is strided and not payload.is_neg()):
+        # sim_copy.snapshot, inlined: the payload is contiguous (Group made it so)
+        array = arrays.get(sent) or array_of(sent)
+        swork = SendWork(backend, array.from_address(payload.data_ptr()).raw, dst, tag, "sendrecv",
+                         posted, True, sent)
         swork.dtype, swork.shape = payload.dtype, payload.shape
         duration = sched.alpha + sent * sched.beta
-        swork.arrival = swork.end = book_transfer(sched.send_ports[me], sched.recv_ports[dst_w], posted,
-                                                  duration, sched.horizon) + duration
+        send_ends, recv_port = sched.send_ports[me].ends, sched.recv_ports[dst_w]
+        if (duration > 0 and send_ends and send_ends[-1] == posted and recv_port.ends
+                and recv_port.ends[-1] <= posted):
+            send_ends[-1] = end = posted + duration  # book_transfer's usual case: extend the
+            book_after(recv_port, posted, end, sched.horizon)   # send port's last busy interval
+        else:
+            end = book_transfer(sched.send_ports[me], recv_port, posted, duration,
+                                sched.horizon) + duration
+        swork.arrival = swork.end = end
         queue = sched.pending_sends.get(skey)
         if queue is None:
             queue = sched.pending_sends[skey] = deque()

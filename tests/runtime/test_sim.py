@@ -590,3 +590,100 @@ def test_mismatch_in_a_subgroup_names_world_ranks():
         run_sim(lambda g: main(g) if g.rank else None, 3)
     assert info.value.rank == 2
     assert "rank 1 (world rank 2)" in str(info.value) and "int64" in str(info.value)
+
+
+# -- payload copies (sim_copy.py: raw bytes for plain CPU tensors, torch otherwise) ---------------
+def test_eager_copies_of_every_kind_of_tensor():
+    def main(group):
+        r, peer = group.rank, 1 - group.rank
+        z = torch.tensor([1 + 2j, 3 - 4j])
+        sends = [torch.arange(6, dtype=torch.int16).reshape(2, 3) + r,       # plain: raw bytes
+                 torch.tensor([True, False]) ^ bool(r),
+                 torch.tensor(7.5 + r, dtype=torch.bfloat16),                # 0-dim
+                 z.conj(),                                                   # conj bit: torch
+                 z.conj().imag[:1],                                          # neg bit: torch
+                 torch.ones(3, requires_grad=True) * (r + 1)]
+        got = []
+        for x in sends:
+            y = torch.empty(x.shape, dtype=x.dtype)
+            group.sendrecv(x, peer, y, peer)
+            got.append(y)
+        return got
+
+    res = run_sim(main, 2)
+    for r in range(2):
+        peer = 1 - r
+        got = res[r]
+        assert torch.equal(got[0], torch.arange(6, dtype=torch.int16).reshape(2, 3) + peer)
+        assert torch.equal(got[1], torch.tensor([True, False]) ^ bool(peer))
+        assert got[2].item() == 7.5 + peer
+        assert torch.equal(got[3], torch.tensor([1 - 2j, 3 + 4j]))
+        assert torch.equal(got[4], torch.tensor([-2.0]))
+        assert torch.equal(got[5], torch.full((3,), float(peer + 1)))
+
+
+def test_receive_buffers_that_need_torch_copies():
+    def main(group):
+        r, peer = group.rank, 1 - group.rank
+        leaf = torch.zeros(3, requires_grad=True)
+        with torch.no_grad():
+            group.sendrecv(torch.full((3,), float(r)), peer, leaf, peer)    # requires grad
+        strided = torch.zeros(3, 4)[:, 1]                                    # staging
+        group.sendrecv(torch.full((3,), float(r)), peer, strided, peer)
+        return leaf.detach().clone(), strided.clone()
+
+    for r, (leaf, strided) in enumerate(run_sim(main, 2)):
+        assert torch.equal(leaf, torch.full((3,), float(1 - r)))
+        assert torch.equal(strided, torch.full((3,), float(1 - r)))
+
+
+def test_receive_bumps_the_version_counter_like_copy_():
+    def main(group):
+        r, peer = group.rank, 1 - group.rank
+        w = torch.ones(2, requires_grad=True)
+        buf = torch.ones(2)
+        loss = (w * buf).sum()                     # buf is saved for backward
+        version = buf._version
+        group.sendrecv(torch.full((2,), 2.0), peer, buf, peer)
+        assert buf._version > version
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            loss.backward()
+        return buf.tolist()
+
+    assert list(run_sim(main, 2)) == [[2.0, 2.0], [2.0, 2.0]]
+
+
+def test_raw_and_torch_copies_give_the_same_times_and_mismatch_errors():
+    def main(group, dtype, mismatch):
+        r, peer = group.rank, 1 - group.rank
+        for k in range(5):
+            x = torch.full((4, k + 1), float(k + r)).to(dtype)
+            y = group.sendrecv(x, peer, torch.empty_like(x), peer)
+            assert torch.equal(y, torch.full((4, k + 1), float(k + peer)).to(dtype))
+        if mismatch and r == 1:
+            group.recv(torch.empty(2, 3, dtype=dtype), 0)
+        elif mismatch:
+            group.send(torch.zeros(3, 2, dtype=dtype), 1)
+
+    # float64 travels as raw bytes, complex64 (also 8 bytes an element) as a torch clone
+    times = [run_sim(main, 2, (dtype, False), network=NET).sim_time for dtype in (torch.float64, torch.complex64)]
+    assert times[0] == times[1]
+    for dtype in (torch.float64, torch.complex64):
+        with pytest.raises(RankError) as info:
+            run_sim(main, 2, (dtype, True), network=NET)
+        assert info.value.rank == 1 and "MessageMismatchError" in str(info.value)
+        assert "shape (3, 2)" in str(info.value) and "shape (2, 3)" in str(info.value)
+
+
+def test_ring_all_reduce_times_with_and_without_trace():
+    p, n = 48, 48 * 3
+
+    def main(group):
+        return ring_all_reduce(group, torch.full((n,), float(group.rank)))
+
+    on, off = run_sim(main, p, network=NET), run_sim(main, p, network=NET, trace=False)
+    assert on.sim_time == pytest.approx(cost_model.ring_all_reduce(p, 4 * n, 1e-5, 1e-9), rel=1e-12)
+    assert on.sim_time == off.sim_time
+    assert [c.op("sendrecv").__dict__ for c in on.counters] == [c.op("sendrecv").__dict__ for c in off.counters]
+    assert on.counters[0].op("sendrecv").calls == 2 * (p - 1)
+    assert len(on.events) == p * 2 * (p - 1) and not off.events
