@@ -42,39 +42,39 @@ def combine(inputs: list[torch.Tensor], op: str) -> tuple[torch.Tensor, torch.Te
 
 
 def expectations(o: Outcome):
-    """(rank, what, got, expected, tolerance) for every value the case's contract fixes."""
+    """(rank, what, got, expected, tolerance, note) for every value the case's contract fixes."""
     case, p = o.case, o.p
     inputs = [make_input(case, r, p) for r in range(p)]
     fn = case.fn
     if fn in ALL_REDUCES:
         want, tol = combine(inputs, case.op)
-        return [(r, "x", o.xs[r], want, tol) for r in range(p)]
+        return [(r, "x", o.xs[r], want, tol, "") for r in range(p)]
     if fn == "broadcast":
-        return [(r, "x", o.xs[r], inputs[case.root], None) for r in range(p)]
+        return [(r, "x", o.xs[r], inputs[case.root], None, "the root's x") for r in range(p)]
     if fn == "reduce":
         want, tol = combine(inputs, case.op)
-        return [(r, "x (root)", o.xs[r], want, tol) if r == case.root else
-                (r, "x (not the root: must be left unchanged)", o.xs[r], inputs[r], None) for r in range(p)]
+        return [(r, "x", o.xs[r], want, tol, "the root") if r == case.root else
+                (r, "x", o.xs[r], inputs[r], None, "not the root: x must be left unchanged") for r in range(p)]
     bounds = chunk_bounds(case.n, p)
     if fn == "reduce_scatter_":
         want, tol = combine(inputs, case.op)
         out = []
         for r, (a, b) in enumerate(bounds):
-            out.append((r, f"chunk {r} of buf (x[{a}:{b}])", o.xs[r][a:b], want[a:b], _part(tol, a, b)))
+            out.append((r, f"buf[{a}:{b}]", o.xs[r][a:b], want[a:b], _part(tol, a, b), f"chunk {r}, owned by rank {r}"))
             if o.rets[r] is not None:
-                out.append((r, "the returned chunk", o.rets[r], want[a:b], _part(tol, a, b)))
+                out.append((r, "the returned chunk", o.rets[r], want[a:b], _part(tol, a, b), f"buf[{a}:{b}]"))
         return out
     if fn == "all_gather_":
         want = torch.cat([inputs[j][a:b] for j, (a, b) in enumerate(bounds)])
-        return [(r, "buf", o.xs[r], want, None) for r in range(p)]
+        return [(r, "buf", o.xs[r], want, None, "chunk j comes from rank j") for r in range(p)]
     if fn == "all_gather":
         want = torch.stack(inputs) if inputs[0].dim() == 0 else torch.cat(inputs)
-        return [(r, "the returned tensor", o.rets[r], want, None) for r in range(p)]
+        return [(r, "the returned tensor", o.rets[r], want, None, "") for r in range(p)]
     if fn == "reduce_scatter":
         want, tol = combine(inputs, case.op)
         m = want.shape[0] // p
         return [(r, "the returned tensor", o.rets[r], want[r * m:(r + 1) * m],
-                 None if tol is None else tol[r * m:(r + 1) * m]) for r in range(p)]
+                 None if tol is None else tol[r * m:(r + 1) * m], "") for r in range(p)]
     raise ValueError(f"hw1_checks: no reference for {fn!r}")
 
 
@@ -114,10 +114,11 @@ def result_problems(o: Outcome) -> list[str]:
     if o.error is not None:
         return [o.error]
     problems = []
-    for r, what, got, want, tol in expectations(o):
+    for r, what, got, want, tol, note in expectations(o):
         msg = compare(got, want, tol, DTYPES[o.case.dtype])
         if msg:
-            problems.append(f"rank {r}: {what}{msg if msg.startswith('[') else ': ' + msg}")
+            note = f" ({note})" if note else ""
+            problems.append(f"rank {r}: {what}{msg if msg.startswith('[') else ': ' + msg}{note}")
     if o.case.fn in RETURNS_X:
         wrong = [r for r in range(o.p) if not o.ret_is_x[r]]
         if wrong:
@@ -260,9 +261,10 @@ def judge(outcomes: list[Outcome], *checks) -> None:
         if (o.error or "").startswith("not run: "):
             not_run[o.error] = not_run.get(o.error, 0) + 1
             continue
-        problems = [p for check in checks for p in check(o)]
+        problems = list(dict.fromkeys(p for check in checks for p in check(o)))
         if problems:
-            bad.append(f"{o.label}:\n    " + "\n    ".join(dict.fromkeys(problems)))
+            more = [f"... and {len(problems) - 4} more"] if len(problems) > 4 else []
+            bad.append(f"{o.label}:\n    " + "\n    ".join(problems[:4] + more))
     if bad or not_run:
         more = f"\n... and {len(bad) - MAX_SHOWN} more failing cases" if len(bad) > MAX_SHOWN else ""
         skipped = "".join(f"\n{k} case{'s' * (k > 1)} {text}" for text, k in not_run.items())
