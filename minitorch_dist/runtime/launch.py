@@ -191,4 +191,23 @@ def launch(fn, world_size: int | None = None, *, args=(), kwargs=None, backend: 
     values = [r[1] for r in replies]
     counters = [r[2] for r in replies]
     events = [e for r in replies for e in r[3]]
+    _drop_pool_if_unmatched(counters)
     return RunResult(values, counters, events, backend, time.perf_counter() - started)
+
+
+def _drop_pool_if_unmatched(counters) -> None:
+    """Restart the warm ranks when a run left a message or a posted receive unmatched.
+
+    A send nobody received (or a receive nobody sent to) stays in the transport and would be
+    matched by the next run on the same warm ranks, so those ranks are dropped and the next
+    launch() starts fresh ones.
+    """
+    sent = sum(c.messages_sent for c in counters)
+    received = sum(c.messages_recv for c in counters)
+    if sent != received:
+        import warnings
+        _kill_pool()
+        warnings.warn(f"launch: the ranks sent {sent} messages but received {received}: a send without its "
+                      f"receive (or the reverse) was left over when the function returned. The rank processes "
+                      f"were restarted so that it cannot reach the next run; check that every send has a "
+                      f"matching recv and every isend/irecv handle is waited on.", RuntimeWarning, stacklevel=3)

@@ -232,6 +232,9 @@ class Pool:
                     except ProcessLookupError:
                         pass
             self._mpiexec.wait()
+        if self._log is not None:
+            self._log.close()
+            self._log = None
         for conn in self.conns:
             if conn is not None:
                 conn.close()
