@@ -86,9 +86,9 @@ def marked_env(monkeypatch):
     assert isolate.carriers(mark, "AUTOGRADER_TEST_MARK") == [], "processes outlived the grading"
 
 
-def test_solutions_score_full_marks_three_times_from_the_cli(tmp_path, marked_env):
+def test_solutions_score_full_marks_twice_from_the_cli(tmp_path, marked_env):
     scores = []
-    for i in range(3):
+    for i in range(2):
         out = tmp_path / f"results{i}.json"
         proc = subprocess.run([sys.executable, "-m", "autograder.grade", "hw1", "solutions", "--out", str(out),
                                "--tests", SUITE[0][0]], cwd=ROOT, capture_output=True, text=True, timeout=600)
@@ -103,7 +103,7 @@ def test_solutions_score_full_marks_three_times_from_the_cli(tmp_path, marked_en
             assert t["status"] == "passed", t
             assert t["visibility"] in ("visible", "after_published")
         assert results["extra_data"]["swept_at_end"] == 0
-    assert scores[0] == scores[1] == scores[2]
+    assert scores[0] == scores[1]
     assert "HW1 1.7 ring all-reduce: test_ring_sum" in [name for name, _ in scores[0]]
 
 
@@ -227,11 +227,17 @@ needs_hw1_suites = pytest.mark.skipif(not any(os.path.isdir(os.path.join(ROOT, s
 @pytest.mark.timeout(1200)
 @needs_hw1_suites
 def test_real_hw1_suites_solutions_full_marks(marked_env):
-    solved = grade("hw1", "solutions", out=None, quiet=True)
-    top = sum(t["max_score"] for t in solved["tests"])
-    assert top > 0 and solved["score"] == top, [(t["name"], t["output"]) for t in solved["tests"]
-                                                  if t["status"] == "failed"]
-    assert solved["tests"][0]["status"] == "passed", solved["tests"][0]["output"]
+    """The solutions get full marks on every grading: MINITORCH_GRADING_RUNS gradings (CI sets 3)."""
+    runs = int(os.environ.get("MINITORCH_GRADING_RUNS", "1"))
+    scores = []
+    for _ in range(runs):
+        solved = grade("hw1", "solutions", out=None, quiet=True)
+        top = sum(t["max_score"] for t in solved["tests"])
+        assert top > 0 and solved["score"] == top, [(t["name"], t["output"]) for t in solved["tests"]
+                                                      if t["status"] == "failed"]
+        assert solved["tests"][0]["status"] == "passed", solved["tests"][0]["output"]
+        scores.append([(t["name"], t["score"]) for t in solved["tests"]])
+    assert all(s == scores[0] for s in scores), "the solutions' scores differ between gradings"
 
 
 @pytest.mark.slow
