@@ -48,6 +48,7 @@ def collect(runner, root: str, manifest: dict, suites: list[tuple[str, str]], sc
             default_limit: float = DEFAULT_LIMIT) -> tuple[list[GradedTest], list[str]]:
     """([GradedTest], [problems]) for `suites`, a list of (folder or file, visibility)."""
     tests: dict[str, GradedTest] = {}
+    tasks: dict[str, list] = {}                        # function -> each case's task marker
     problems: list[str] = []
     for n, (target, visibility) in enumerate(suites):
         files = test_files(root, target)
@@ -76,10 +77,15 @@ def collect(runner, root: str, manifest: dict, suites: list[tuple[str, str]], sc
                 if rec["points"] is None:
                     test.notes.append("(this test has no points marker; it counts 1 point)")
             test.cases.append(rec["nodeid"])
+            tasks.setdefault(rec["function"], []).append(rec["task"])
         if reply["status"] != "exited" or not records:
             with open(output, errors="replace") as f:
                 problems.append(f"collecting {target} failed ({reply}):\n{f.read()[-2000:]}")
     graded = list(tests.values())
+    for t in graded:                                   # cases of several tasks: "HW1 1.2-1.7: test_..."
+        numbers = sorted({k[len("task"):].replace("_", ".") for k in tasks[t.function] if k})
+        if len(numbers) > 1:
+            t.name = f"{manifest['name'].upper()} {numbers[0]}-{numbers[-1]}: {t.name.rsplit(': ', 1)[-1]}"
     names = [t.name for t in graded]
     for t in graded:                                   # same function name in public and hidden tests
         if names.count(t.name) > 1 and t.visibility == "visible":
