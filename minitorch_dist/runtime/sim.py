@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import threading
 import time
-import traceback
 from dataclasses import dataclass
 
 import torch
@@ -34,6 +33,7 @@ from .group import Group, RankContext
 from .results import RunResult
 from .sim_scheduler import Scheduler, SimTracker
 from .trace import Recorder
+from .worker import user_traceback
 
 STACK_SIZE = 4 << 20   # bytes of stack per rank thread: deep recursion needs ~2 MiB (default 8)
 
@@ -225,7 +225,7 @@ def _rank_error(sched: Scheduler) -> RankError:
     if root is None:
         root = next((r for r in failed if not isinstance(slots[r].exc, PeerFailedError)), failed[0])
     exc = slots[root].exc
-    tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    tb = user_traceback(exc)                     # the rank code's frames, as on gloo and mpi
     others = [r for r in failed if r != root]
     lines = [f"rank {r}: {type(slots[r].exc).__name__}" for r in others[:8]]
     if len(others) > 8:
