@@ -1,7 +1,8 @@
 """Wall time of the sim backend on p2p-heavy programs (not a test; these machines are noisy).
 
-    python benchmarks/sim_bench.py [--quick] [--check]
+    python -m tools.overlay solutions -- .venv/bin/python benchmarks/sim_bench.py [--quick] [--check]
 
+Runs homework 1's all-reduces (minitorch_dist.collectives; the reference through the overlay).
 Prints the wall time of a ring all-reduce built from sendrecv (2(p-1) steps) at p=64 and
 p=1024 (n=1024 float32), trace on and off, and of a 1024-rank ring exchange (one sendrecv
 per rank). --check also prints the simulated times of ring, naive, tree and butterfly
@@ -21,82 +22,20 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from minitorch_dist.collectives import ALL_REDUCES  # noqa: E402
 from minitorch_dist.runtime.sim import SimNetwork, run_sim  # noqa: E402
 
 
-def ring_all_reduce(group, n):
-    """Reduce-scatter then all-gather around the ring, one sendrecv per step."""
-    p, r = group.size, group.rank
-    x = torch.full((n,), float(r))
-    chunks = list(x.chunk(p))
-    right, left = (r + 1) % p, (r - 1) % p
-    buf = torch.empty_like(chunks[0])
-    for step in range(p - 1):                       # reduce-scatter
-        s, d = (r - step) % p, (r - step - 1) % p
-        group.sendrecv(chunks[s], right, buf, left)
-        chunks[d].add_(buf)
-    for step in range(p - 1):                       # all-gather
-        s, d = (r + 1 - step) % p, (r - step) % p
-        group.sendrecv(chunks[s], right, chunks[d], left)
-    return x[0].item()
+def all_reduce_program(name):
+    """Rank code: homework 1's `name` all-reduce of n floats, rank r contributing r."""
+    def program(group, n):
+        x = torch.full((n,), float(group.rank))
+        ALL_REDUCES[name](x, group)
+        return x[0].item()
+    return program
 
 
-def naive_all_reduce(group, n):
-    """Everyone sends to rank 0, which sums and sends back."""
-    p, r = group.size, group.rank
-    x = torch.full((n,), float(r))
-    if r == 0:
-        buf = torch.empty_like(x)
-        for src in range(1, p):
-            group.recv(buf, src)
-            x.add_(buf)
-        handles = [group.isend(x, dst) for dst in range(1, p)]
-        for h in handles:
-            h.wait()
-    else:
-        group.send(x, 0)
-        group.recv(x, 0)
-    return x[0].item()
-
-
-def tree_all_reduce(group, n):
-    """Binomial-tree reduce to rank 0, then binomial-tree broadcast."""
-    p, r = group.size, group.rank
-    x = torch.full((n,), float(r))
-    buf = torch.empty_like(x)
-    mask = 1
-    while mask < p:                                 # reduce
-        if r & mask:
-            group.send(x, r - mask)
-            break
-        if r + mask < p:
-            group.recv(buf, r + mask)
-            x.add_(buf)
-        mask <<= 1
-    mask = 1
-    while mask < p:
-        mask <<= 1
-    mask >>= 1
-    while mask:                                     # broadcast
-        if r % (2 * mask) == 0 and r + mask < p:
-            group.send(x, r + mask)
-        elif r % (2 * mask) == mask:
-            group.recv(x, r - mask)
-        mask >>= 1
-    return x[0].item()
-
-
-def butterfly_all_reduce(group, n):
-    """Recursive doubling (p a power of two)."""
-    p, r = group.size, group.rank
-    x = torch.full((n,), float(r))
-    buf = torch.empty_like(x)
-    mask = 1
-    while mask < p:
-        group.sendrecv(x, r ^ mask, buf, r ^ mask)
-        x.add_(buf)
-        mask <<= 1
-    return x[0].item()
+ring_all_reduce = all_reduce_program("ring")
 
 
 def ring_exchange(group):
@@ -115,9 +54,8 @@ def timed(fn, p, args=(), trace=True, network=None):
 def check_sim_times(p=64, n=1024) -> None:
     """Simulated times of the four all-reduces (must stay identical, bit for bit)."""
     for net in (SimNetwork(), SimNetwork(eager_limit=0)):
-        for name, fn in (("ring", ring_all_reduce), ("naive", naive_all_reduce),
-                         ("tree", tree_all_reduce), ("butterfly", butterfly_all_reduce)):
-            _, res = timed(fn, p, args=(n,), network=net)
+        for name in ("ring", "naive", "tree", "butterfly"):
+            _, res = timed(all_reduce_program(name), p, args=(n,), network=net)
             ok = all(v == p * (p - 1) / 2 for v in res)
             digest = zlib.crc32(repr([(e.rank, e.op, e.peer, e.start, e.end) for e in res.events]).encode())
             print(f"sim_time {name:9s} p={p} eager_limit={net.eager_limit}: {res.sim_time!r} "
@@ -130,6 +68,11 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--check", action="store_true")
     opts = parser.parse_args()
+    try:
+        run_sim(ring_all_reduce, 2, args=(4,), collectives=False)
+    except Exception as exc:      # noqa: BLE001 - the stubs: say how to run against the reference
+        sys.exit(f"sim_bench runs homework 1's all-reduces, which raised {type(getattr(exc, 'cause', None) or exc).__name__} here; run it "
+                 f"against the reference: python -m tools.overlay solutions -- python benchmarks/sim_bench.py")
     if opts.check:
         check_sim_times()
     n = 1024
