@@ -22,11 +22,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import queue
 import re
 import secrets
 import shutil
 import sys
 import tempfile
+import threading
 import time
 
 from autograder import isolate
@@ -127,10 +129,40 @@ def _task_key(test: GradedTest) -> tuple:
     return (int(m.group(1)), int(m.group(2))) if m else (999, 0)
 
 
+def run_all(runners, tests, kit, scratch, deadline, replaced, quiet) -> None:
+    """Run every test, one per runner at a time; the longest time limits start first."""
+    todo = queue.Queue()
+    for test in sorted(tests, key=lambda t: -t.limit) if len(runners) > 1 else tests:
+        todo.put(test)
+    lock, done = threading.Lock(), []
+
+    def work(runner):
+        while True:
+            try:
+                test = todo.get_nowait()
+            except queue.Empty:
+                return
+            run_test(runner, kit, test, scratch, deadline, replaced)
+            with lock:
+                done.append(test)
+                if not quiet:
+                    print(f"[{len(done)}/{len(tests)}] {test.score:g}/{test.points:g}  {test.wall:5.1f}s  "
+                          f"{test.name}", file=sys.stderr, flush=True)
+
+    threads = [threading.Thread(target=work, args=(r,), daemon=True) for r in runners]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+
 def grade(homework: str, submission: str, out: str | None = "results.json", *, zygote: bool = True,
           deadline: float = DEFAULT_DEADLINE, limit: float = DEFAULT_LIMIT, only: str | None = None,
-          suites: list[tuple[str, str]] | None = None, quiet: bool = False) -> dict:
-    """Grade `submission` for `homework`; returns the results.json object (and writes it to `out`)."""
+          suites: list[tuple[str, str]] | None = None, quiet: bool = False, jobs: int = 1) -> dict:
+    """Grade `submission` for `homework`; returns the results.json object (and writes it to `out`).
+
+    jobs > 1 runs that many test functions at once, each zygote forking its own (zygote only).
+    """
     t0 = time.monotonic()
     manifest = homework_manifest(homework)
     if suites is None:
@@ -139,24 +171,21 @@ def grade(homework: str, submission: str, out: str | None = "results.json", *, z
     token = secrets.token_hex(8)
     kit = tempfile.mkdtemp(prefix="autograder-kit-")
     scratch = tempfile.mkdtemp(prefix="autograder-run-")
-    runner = None
+    runners = []
     try:
         copy_kit(kit)
         env = dict(os.environ, PYTHONPATH=kit, PYTHONDONTWRITEBYTECODE="1", **{isolate.TOKEN_VAR: token})
-        runner = make_runner(kit, env, zygote=zygote)
-        tests, problems = collect(runner, kit, manifest, suites, scratch, limit)
+        runners.append(make_runner(kit, env, zygote=zygote))
+        tests, problems = collect(runners[0], kit, manifest, suites, scratch, limit)
         if only:
             tests = [t for t in tests if re.search(only, t.name)]
         tests.sort(key=_task_key)
         check = lay_submission(submission, kit, manifest)
         replaced = check.replaced_tasks()
-        for n, test in enumerate(tests):
-            run_test(runner, kit, test, scratch, deadline, replaced)
-            if not quiet:
-                print(f"[{n + 1}/{len(tests)}] {test.score:g}/{test.points:g}  {test.wall:5.1f}s  {test.name}",
-                      file=sys.stderr, flush=True)
+        runners += [make_runner(kit, env, zygote=True) for _ in range(max(1, jobs) - 1 if zygote else 0)]
+        run_all(runners, tests, kit, scratch, deadline, replaced, quiet)
     finally:
-        if runner is not None:
+        for runner in runners:
             runner.close()
         left = isolate.sweep(token)
         shutil.rmtree(kit, ignore_errors=True)
@@ -197,13 +226,16 @@ def main(argv=None) -> int:
                         help="grade these test folders/files instead of the homework's (visibility default "
                              "after_published); repeatable")
     parser.add_argument("--quiet", action="store_true", help="print only the total line")
+    parser.add_argument("--jobs", type=int, default=1,
+                        help="test functions run at once (zygote runner only; default %(default)s)")
     args = parser.parse_args(argv)
     suites = None
     if args.tests:
         suites = [tuple(t.split(":", 1)) if ":" in t else (t, "after_published") for t in args.tests]
     try:
         results = grade(args.homework, args.submission, args.out, zygote=not args.no_zygote, deadline=args.deadline,
-                        limit=args.limit, only=args.only, suites=suites, quiet=args.quiet)
+                        limit=args.limit, only=args.only, suites=suites, quiet=args.quiet,
+                        jobs=args.jobs)
     except ValueError as exc:
         print(f"autograder: {exc}", file=sys.stderr)
         return 2

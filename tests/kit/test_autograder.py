@@ -231,7 +231,7 @@ def test_real_hw1_suites_solutions_full_marks(marked_env):
     runs = int(os.environ.get("MINITORCH_GRADING_RUNS", "1"))
     scores = []
     for _ in range(runs):
-        solved = grade("hw1", "solutions", out=None, quiet=True)
+        solved = grade("hw1", "solutions", out=None, quiet=True, jobs=2)
         top = sum(t["max_score"] for t in solved["tests"])
         assert top > 0 and solved["score"] == top, [(t["name"], t["output"]) for t in solved["tests"]
                                                       if t["status"] == "failed"]
@@ -244,7 +244,7 @@ def test_real_hw1_suites_solutions_full_marks(marked_env):
 @pytest.mark.timeout(1200)
 @needs_hw1_suites
 def test_real_hw1_suites_stubs_score_zero(marked_env):
-    stubs = grade("hw1", "stubs", out=None, quiet=True)
+    stubs = grade("hw1", "stubs", out=None, quiet=True, jobs=2)
     assert stubs["score"] == 0
     for t in stubs["tests"][1:]:
         assert "not implemented yet" in t["output"], (t["name"], t["output"])
