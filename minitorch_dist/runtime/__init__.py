@@ -5,11 +5,11 @@ Rank code sees only `Group`; `launch` starts the ranks. See group.py and launch.
 
 from .errors import (CollectivesDisabledError, DeadlockError, DistError, LaunchError,
                      MessageMismatchError, PeerFailedError, RankError)
-from .group import Group, Handle, wait_all
+from .group import CollectiveHandle, Group, Handle, wait_all
 from .launch import launch, shutdown
 from .results import RunResult
 from .trace import Counters, Event, OpCount
 
-__all__ = ["Group", "Handle", "wait_all", "launch", "shutdown", "RunResult", "Counters", "Event",
+__all__ = ["Group", "Handle", "CollectiveHandle", "wait_all", "launch", "shutdown", "RunResult", "Counters", "Event",
            "OpCount", "DistError", "DeadlockError", "MessageMismatchError", "CollectivesDisabledError",
            "PeerFailedError", "LaunchError", "RankError"]

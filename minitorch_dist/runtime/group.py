@@ -28,11 +28,11 @@ from .backend import REDUCE_OPS, Backend, DeadlineExpired, Work
 from .context import RankContext
 from .deadlock import format_report
 from .errors import CollectivesDisabledError, DeadlockError
-from .handle import Handle, wait_all
+from .handle import CollectiveHandle, Handle, wait_all
 from .checks import check_rank, check_tag, check_tensor, where
 from .wire import MAX_TAG, check_match
 
-__all__ = ["Group", "RankContext", "Handle", "wait_all"]
+__all__ = ["Group", "RankContext", "Handle", "CollectiveHandle", "wait_all"]
 
 
 class Group:
@@ -201,7 +201,12 @@ class Group:
         return recv_tensor
 
     # -- collectives -------------------------------------------------------------------------
-    def _collective(self, op: str, work_fn, nbytes: int, provided: bool = True) -> None:
+    def _collective(self, op: str, work_fn, nbytes: int, provided: bool = True, finish=None,
+                    async_op: bool = False):
+        """Post a collective; wait for it now, or return a CollectiveHandle (async_op=True).
+
+        `finish` runs after the wait (e.g. the division of avg, a copy back to a strided tensor).
+        """
         if provided and not self._ctx.collectives:
             raise CollectivesDisabledError(
                 f"{op} on {where(self)}: the provided collectives are switched off in this run. "
@@ -211,18 +216,20 @@ class Group:
         self._collective_seq += 1
         work = work_fn()
         self._ctx.recorder.count(op, tensor_bytes=nbytes)
-        self._wait(work, f"{op}(group={self.name}, call #{self._collective_seq})", self.ranks,
-                   collective=f"{self.name}#{self._collective_seq}")
-        self._ctx.recorder.event(op, None, None, nbytes, start, self._clock(), self.name)
+        handle = CollectiveHandle(self, work, op, self._collective_seq, nbytes, start, finish)
+        return handle if async_op else handle.wait()
 
     def barrier(self) -> None:
         """Return once every rank of the group has called barrier()."""
         self._collective("barrier", self._backend.barrier, 0, provided=False)
 
-    def all_reduce(self, tensor: torch.Tensor, op: str = "sum") -> torch.Tensor:
+    def all_reduce(self, tensor: torch.Tensor, op: str = "sum", async_op: bool = False):
         """In place: `tensor` becomes the reduction over the group (sum, prod, max, min, avg).
 
         Provided collective (backend native). Same shape and dtype on every rank.
+        async_op=True returns a CollectiveHandle at once: do not touch `tensor` until its
+        wait(), which returns the reduced tensor. Every rank must start the group's
+        collectives in the same order; they may be waited on in any order.
         """
         check_tensor(self, tensor, "all_reduce")
         if op not in REDUCE_OPS + ("avg",):
@@ -230,39 +237,49 @@ class Group:
         if op == "avg" and not (tensor.is_floating_point() or tensor.is_complex()):
             raise TypeError(f"all_reduce on {where(self)}: op='avg' needs a floating dtype, got {tensor.dtype}")
         buf = tensor if tensor.is_contiguous() else tensor.contiguous()
-        self._collective("all_reduce", lambda: self._backend.all_reduce(buf, "sum" if op == "avg" else op),
-                         buf.nbytes)
-        if op == "avg":
-            buf.div_(self.size)
-        if buf is not tensor:
-            tensor.copy_(buf)
-        return tensor
 
-    def broadcast(self, tensor: torch.Tensor, src: int = 0) -> torch.Tensor:
-        """In place: `tensor` on every rank becomes rank `src`'s. Provided collective."""
+        def finish():
+            if op == "avg":
+                buf.div_(self.size)
+            if buf is not tensor:
+                tensor.copy_(buf)
+            return tensor
+        return self._collective("all_reduce", lambda: self._backend.all_reduce(buf, "sum" if op == "avg" else op),
+                                buf.nbytes, finish=finish, async_op=async_op)
+
+    def broadcast(self, tensor: torch.Tensor, src: int = 0, async_op: bool = False):
+        """In place: `tensor` on every rank becomes rank `src`'s. Provided collective.
+
+        async_op=True returns a CollectiveHandle (see all_reduce).
+        """
         check_tensor(self, tensor, "broadcast")
         check_rank(self, src, "broadcast", "src", allow_self=True)
         buf = tensor if tensor.is_contiguous() else tensor.contiguous()
-        self._collective("broadcast", lambda: self._backend.broadcast(buf, src), buf.nbytes)
-        if buf is not tensor:
-            tensor.copy_(buf)
-        return tensor
 
-    def all_gather(self, tensor: torch.Tensor) -> torch.Tensor:
+        def finish():
+            if buf is not tensor:
+                tensor.copy_(buf)
+            return tensor
+        return self._collective("broadcast", lambda: self._backend.broadcast(buf, src), buf.nbytes,
+                                finish=finish, async_op=async_op)
+
+    def all_gather(self, tensor: torch.Tensor, async_op: bool = False):
         """Concatenate every rank's `tensor` along dim 0, in rank order. Provided collective.
 
         Shapes: tensor (m, ...) on every rank -> (p*m, ...); a 0-dim tensor -> (p,).
+        async_op=True returns a CollectiveHandle whose wait() returns the result.
         """
         check_tensor(self, tensor, "all_gather")
         flat = tensor.reshape(1) if tensor.dim() == 0 else tensor.contiguous()
         out = flat.new_empty((self.size * flat.shape[0], *flat.shape[1:]))
-        self._collective("all_gather", lambda: self._backend.all_gather(out, flat), flat.nbytes)
-        return out
+        return self._collective("all_gather", lambda: self._backend.all_gather(out, flat), flat.nbytes,
+                                finish=lambda: out, async_op=async_op)
 
-    def reduce_scatter(self, tensor: torch.Tensor, op: str = "sum") -> torch.Tensor:
+    def reduce_scatter(self, tensor: torch.Tensor, op: str = "sum", async_op: bool = False):
         """Reduce over ranks, then rank r keeps rows [r*m, (r+1)*m). Provided collective.
 
         Shapes: tensor (p*m, ...) on every rank -> (m, ...).
+        async_op=True returns a CollectiveHandle whose wait() returns the result.
         """
         check_tensor(self, tensor, "reduce_scatter")
         if op not in REDUCE_OPS:
@@ -273,8 +290,8 @@ class Group:
                              f"pad it")
         buf = tensor.contiguous()
         out = buf.new_empty((buf.shape[0] // self.size, *buf.shape[1:]))
-        self._collective("reduce_scatter", lambda: self._backend.reduce_scatter(out, buf, op), buf.nbytes)
-        return out
+        return self._collective("reduce_scatter", lambda: self._backend.reduce_scatter(out, buf, op),
+                                buf.nbytes, finish=lambda: out, async_op=async_op)
 
     # -- sub-groups --------------------------------------------------------------------------
     def subgroup(self, ranks) -> "Group":

@@ -1,4 +1,4 @@
-"""Handles of posted isend/irecv operations."""
+"""Handles of posted operations: isend/irecv (Handle) and asynchronous collectives."""
 
 from __future__ import annotations
 
@@ -35,6 +35,34 @@ class Handle:
         self._done = True
         g._ctx.recorder.event(self._op, g.ranks[self._peer], self._tag, self._nbytes,
                               self._start, g._clock(), g.name)
+        return self._result
+
+
+class CollectiveHandle:
+    """A started collective (async_op=True). `wait()` blocks until it is done and returns
+    its result (the reduced tensor, the gathered one, ...). The trace event spans from the
+    start to the end of the wait, so overlap with computation shows in the timeline."""
+
+    def __init__(self, group, work: Work, op: str, seq: int, nbytes: int, start: float, finish):
+        self._group, self._work, self._op, self._seq = group, work, op, seq
+        self._nbytes, self._start, self._finish = nbytes, start, finish
+        self._done, self._result = False, None
+
+    @property
+    def done(self) -> bool:
+        """True once wait() has returned."""
+        return self._done
+
+    def wait(self):
+        """Block until every rank's part is done (or the deadline passes); return the result."""
+        if self._done:
+            return self._result
+        g = self._group
+        g._wait(self._work, f"{self._op}(group={g.name}, call #{self._seq})", g.ranks,
+                collective=f"{g.name}#{self._seq}")
+        self._result = self._finish() if self._finish is not None else None
+        self._done = True
+        g._ctx.recorder.event(self._op, None, None, self._nbytes, self._start, g._clock(), g.name)
         return self._result
 
 

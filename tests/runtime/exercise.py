@@ -75,6 +75,15 @@ def exercise(group, p2p_dtypes=P2P_DTYPES, reduce_dtypes=REDUCE_DTYPES) -> dict:
         res["broadcast"] = group.broadcast(_fill((3,), r, dtype), src=p - 1).tolist()
         out["reduce"][name] = res
     out["all_gather_scalar"] = group.all_gather(torch.tensor(float(r))).tolist()
+    # asynchronous collectives: started in one order, waited on in the reverse order
+    strided = torch.zeros(4, 3).t()[0]                       # a non-contiguous view
+    strided.fill_(float(r))
+    handles = [group.all_reduce(torch.full((3,), float(r)), async_op=True),
+               group.all_reduce(strided, "avg", async_op=True),
+               group.broadcast(torch.full((2,), float(r)), src=0, async_op=True),
+               group.all_gather(torch.tensor([float(r)]), async_op=True),
+               group.reduce_scatter(torch.full((p,), float(r)), async_op=True)]
+    out["async"] = [h.wait().tolist() for h in reversed(handles)][::-1] + [strided.tolist(), handles[0].done]
     members = list(range(0, p, 2)) if r % 2 == 0 else list(range(1, p, 2))
     sub = group.subgroup(members)
     out["subgroup"] = (sub.rank, sub.size, list(sub.ranks), sub.all_reduce(torch.tensor([float(r)])).item())
@@ -129,6 +138,8 @@ def check_exercise(results: list[dict], p2p_dtypes=P2P_DTYPES, reduce_dtypes=RED
             assert got["reduce_scatter"] == [[p * (p - 1) // 2] * 3] * 2
             assert got["broadcast"] == [p - 1] * 3
         assert res["all_gather_scalar"] == [float(q) for q in range(p)]
+        s, mean = float(p * (p - 1) // 2), (p - 1) / 2
+        assert res["async"] == [[s] * 3, [mean] * 4, [0.0] * 2, [float(q) for q in range(p)], [s], [mean] * 4, True]
         members = list(range(r % 2, p, 2))
         assert res["subgroup"] == (members.index(r), len(members), members, float(sum(members)))
         if len(members) > 1:
