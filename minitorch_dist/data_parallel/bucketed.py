@@ -1,0 +1,83 @@
+"""Homework 2, task 2.4: data parallel with gradients packed into buckets.
+
+One all-reduce per parameter pays one latency (alpha) per tensor; one all-reduce of all
+gradients cannot start before the last gradient exists. Buckets sit in between: consecutive
+parameters are packed into buckets of about `bucket_size_mb`, and a bucket's all-reduce
+starts (async) as soon as every gradient in it is ready, while backward goes on.
+
+    Buckets are filled in reverse registration order (the order backward produces gradients):
+    a parameter joins the current bucket unless that would take it past the size, then a new
+    bucket starts; a parameter larger than the size gets a bucket of its own. The number of
+    all-reduces per step is the number of buckets, about ceil(total bytes / bucket bytes).
+
+    Cost per step: 2 (p-1)/p Psi s bytes per rank, as before, but n_buckets * alpha latency.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from minitorch_dist.data_parallel.common import DataParallel
+
+__all__ = ["BucketedDDP", "plan_buckets"]
+
+
+def plan_buckets(params, bucket_bytes: int) -> list[list[int]]:
+    """Indices into `params` of each bucket, in the order buckets fill (see the module doc).
+
+    A new bucket also starts when the dtype changes (a bucket is one flat tensor).
+    """
+    buckets: list[list[int]] = []
+    size, dtype = 0, None
+    for i in reversed(range(len(params))):
+        p = params[i]
+        nbytes = p.numel() * p.element_size()
+        if not buckets or size + nbytes > bucket_bytes or p.dtype != dtype:
+            buckets.append([])
+            size, dtype = 0, p.dtype
+        buckets[-1].append(i)
+        size += nbytes
+    return buckets
+
+
+class BucketedDDP(DataParallel):
+    """Version 3: one async all-reduce (op="avg") per bucket, started when the bucket is full.
+
+    Args:
+        module, group: as for every DataParallel.
+        bucket_size_mb: bucket capacity in MB (1 MB = 2**20 bytes); > 0.
+    Steps:
+        - in the gradient hook (register_post_accumulate_grad_hook, as in OverlapDDP), count the
+          parameter ready in its bucket; when the bucket's last gradient arrives, copy the
+          bucket's gradients into one flat tensor and start its all-reduce;
+        - finish: start the buckets that never filled (their unused parameters are left out; every
+          rank skips the same ones), in bucket order; wait on every bucket; copy the averaged
+          slices back into each .grad; reset the counts for the next step.
+    """
+
+    def __init__(self, module: nn.Module, group, bucket_size_mb: float = 25.0):
+        super().__init__(module, group)
+        if not bucket_size_mb > 0:
+            raise ValueError(f"BucketedDDP on rank {group.rank}: bucket_size_mb must be > 0, got {bucket_size_mb}")
+        self.buckets = plan_buckets(self.params, int(bucket_size_mb * 2 ** 20))
+        # BEGIN YOUR CODE  (HW2 task 2.4)
+        raise NotImplementedError("HW2 task 2.4: __init__ is not implemented yet (see assignments/hw2/README.md)")
+        # END YOUR CODE
+
+    def _grad_ready(self, param) -> None:
+        """The hook: `param.grad` now holds this backward's gradient."""
+        # BEGIN YOUR CODE  (HW2 task 2.4)
+        raise NotImplementedError("HW2 task 2.4: _grad_ready is not implemented yet (see assignments/hw2/README.md)")
+        # END YOUR CODE
+
+    def _start(self, b: int) -> None:
+        """Pack bucket b's ready gradients into one flat tensor and start its all-reduce."""
+        # BEGIN YOUR CODE  (HW2 task 2.4)
+        raise NotImplementedError("HW2 task 2.4: _start is not implemented yet (see assignments/hw2/README.md)")
+        # END YOUR CODE
+
+    def finish_gradient_synchronization(self) -> None:
+        # BEGIN YOUR CODE  (HW2 task 2.4)
+        raise NotImplementedError("HW2 task 2.4: finish_gradient_synchronization is not implemented yet (see assignments/hw2/README.md)")
+        # END YOUR CODE
