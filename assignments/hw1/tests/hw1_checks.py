@@ -19,12 +19,12 @@ from minitorch_dist.collectives import chunk_bounds
 from minitorch_dist import cost_model
 
 from hw1_harness import Outcome, try_launch
+from rank_runs import error_text, fail, judge, student_call  # noqa: F401 (the tests import them from here)
 from hw1_ranks import DTYPES, make_input
 
 ALL_REDUCES = ("naive_all_reduce", "tree_all_reduce", "butterfly_all_reduce", "ring_all_reduce")
 SAME_ON_EVERY_RANK = ALL_REDUCES + ("broadcast", "all_gather_", "all_gather")
 RETURNS_X = ALL_REDUCES + ("broadcast", "reduce", "all_gather_")
-MAX_SHOWN = 6
 
 
 # -- the reference --------------------------------------------------------------------------
@@ -222,51 +222,9 @@ def sim_time_problems(o: Outcome, network, rel: float = 1e-9) -> list[str]:
 
 
 # -- the verdict ----------------------------------------------------------------------------
-def fail(message: str) -> None:
-    """Fail the current test with `message` only (no harness traceback)."""
-    try:
-        import pytest
-    except ImportError:           # pragma: no cover - the harness used outside pytest
-        raise AssertionError(message) from None
-    pytest.fail(message, pytrace=False)
-
-
-def student_call(fn, *args, **kwargs):
-    """fn(*args, **kwargs) in this process; a stub's NotImplementedError fails the test with its message."""
-    try:
-        return fn(*args, **kwargs)
-    except NotImplementedError as exc:
-        message = str(exc)
-    fail(message)
-
-
 def launch_or_fail(fn, p: int, args=(), backend: str = "gloo", network=None):
     """launch_hw1(...)'s RunResult; a rank's error fails the test (a stub's with its message only)."""
     result, err = try_launch(fn, p, args, backend, network)
     if err is not None:
-        fail(err.message if err.exc_type == "NotImplementedError" else str(err))
+        fail(error_text(err))
     return result
-
-
-def judge(outcomes: list[Outcome], *checks) -> None:
-    """Fail with every problem the `checks` find in `outcomes` (first few shown), else return."""
-    outcomes = list(outcomes)
-    if not outcomes:
-        fail("no case ran")
-    stub = "NotImplementedError: "
-    if all((o.error or "").startswith(stub) for o in outcomes):     # stubs: say so, nothing else
-        fail("\n".join(dict.fromkeys(o.error[len(stub):] for o in outcomes)))
-    bad, not_run = [], {}
-    for o in outcomes:
-        if (o.error or "").startswith("not run: "):
-            not_run[o.error] = not_run.get(o.error, 0) + 1
-            continue
-        problems = list(dict.fromkeys(p for check in checks for p in check(o)))
-        if problems:
-            more = [f"... and {len(problems) - 4} more"] if len(problems) > 4 else []
-            bad.append(f"{o.label}:\n    " + "\n    ".join(problems[:4] + more))
-    if bad or not_run:
-        more = f"\n... and {len(bad) - MAX_SHOWN} more failing cases" if len(bad) > MAX_SHOWN else ""
-        skipped = "".join(f"\n{k} case{'s' * (k > 1)} {text}" for text, k in not_run.items())
-        fail(f"{len(bad) + sum(not_run.values())} of {len(outcomes)} cases failed:"
-             + "".join("\n" + b for b in bad[:MAX_SHOWN]) + more + skipped)

@@ -7,12 +7,10 @@ is taken in the grading process (hw1_checks.py). See hw1_harness.py for how case
 
 from __future__ import annotations
 
-import traceback
 from dataclasses import dataclass
 
 import torch
-
-from minitorch_dist import PeerFailedError
+from rank_runs import run_case_list
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64, "float16": torch.float16,
           "bfloat16": torch.bfloat16, "int32": torch.int32, "int64": torch.int64, "uint8": torch.uint8}
@@ -70,17 +68,6 @@ def make_input(case: Case, rank: int, p: int) -> torch.Tensor:
 
 
 # -- on the ranks ---------------------------------------------------------------------------
-class CaseFailed(Exception):
-    """Raised on a rank when case `index` raised: stops the launch and names the case."""
-
-    def __init__(self, index: int, exc_type: str, message: str, where: str = ""):
-        super().__init__(index, exc_type, message, where)
-        self.index, self.exc_type, self.message, self.where = index, exc_type, message, where
-
-    def __str__(self) -> str:
-        return f"case {self.index}: {self.exc_type}: {self.message}"
-
-
 def _call(case: Case, x: torch.Tensor, group):
     import minitorch_dist.collectives as collectives
     fn = getattr(collectives, case.fn)
@@ -99,37 +86,20 @@ def _snapshot(counters) -> dict:
             "recv": counters.messages_recv, "bytes_recv": counters.bytes_recv, "collectives": provided}
 
 
-def _student_frames(exc: BaseException) -> str:
-    """The last few frames of the traceback, without the harness and the runtime."""
-    frames = [f for f in traceback.extract_tb(exc.__traceback__)
-              if not f.filename.endswith("hw1_ranks.py") and "minitorch_dist/runtime" not in f.filename]
-    return "".join(traceback.format_list(frames[-4:])).rstrip()
+def _run_one(case: Case, group) -> dict:
+    x = make_input(case, group.rank, group.size)
+    before = _snapshot(group.counters)
+    ret = _call(case, x, group)
+    after = _snapshot(group.counters)
+    return {"x": x, "ret_is_x": ret is x, "ret_type": type(ret).__name__,
+            "ret": ret if isinstance(ret, torch.Tensor) and ret is not x else None,
+            "counts": {k: after[k] - before[k] for k in after}}
 
 
 def run_cases_on_rank(group, cases: list[Case]) -> list[dict]:
-    """Rank code: run every case in order; per case x after the call, the return value, counters."""
-    results, missing = [], {}
-    for index, case in enumerate(cases):
-        if case.fn in missing:
-            results.append({"error": missing[case.fn]})
-            continue
-        x = make_input(case, group.rank, group.size)
-        before = _snapshot(group.counters)
-        try:
-            ret = _call(case, x, group)
-        except NotImplementedError as exc:         # a stub: raised on every rank before any message
-            missing[case.fn] = f"NotImplementedError: {exc}"
-            results.append({"error": missing[case.fn]})
-            continue
-        except PeerFailedError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - reported to the grading process, which judges
-            raise CaseFailed(index, type(exc).__name__, str(exc), _student_frames(exc)) from None
-        after = _snapshot(group.counters)
-        results.append({"x": x, "ret_is_x": ret is x, "ret_type": type(ret).__name__,
-                        "ret": ret if isinstance(ret, torch.Tensor) and ret is not x else None,
-                        "counts": {k: after[k] - before[k] for k in after}})
-    return results
+    """Rank code: run every case in order; per case x after the call, the return value, counters
+    (rank_runs.run_case_list: a stub's error is recorded per function, other errors stop the launch)."""
+    return run_case_list(group, cases, _run_one, key=lambda c: c.fn)
 
 
 def rank_ping_pong(group, sizes, repeats: int, warmup: int, peer: int):

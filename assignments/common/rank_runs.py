@@ -1,0 +1,253 @@
+"""What every homework's test harness shares: run a batch of cases on ranks, bring back what they
+computed, and turn failures into short feedback. Verdicts are not taken here (each homework's
+*_checks.py takes them, in the grading process, from what the ranks returned).
+
+    results = run_batched(rank_fn, cases, p, key=lambda c: c.fn)    # grading process
+    run_case_list(group, cases, run_one, key)                        # rank side (inside rank_fn)
+
+A batch runs every case in one launch (a launch on a warm pool costs milliseconds, a new world
+size about half a second). A case that raises on a rank stops the launch; that case gets the
+error and the rest of the batch runs again, so one failing case does not hide the others. A stub's
+NotImplementedError is remembered per key (NOT_IMPLEMENTED): that key's later cases fail at once,
+in this launch and in every later one, without running.
+"""
+
+from __future__ import annotations
+
+import os
+import traceback
+
+from minitorch_dist import LaunchError, PeerFailedError, RankError, SimNetwork, launch, shutdown
+
+DEFAULT_DEADLINE = 10.0    # seconds a blocking op may wait (MINITORCH_DIST_DEADLINE overrides it)
+RUN_TIMEOUT = 180.0        # wall-clock limit of one launch (gloo/mpi), for code stuck outside comm ops
+MAX_FAILURES_PER_KEY = 3   # after this many failed cases of one key (one deadlock), its others are not run
+STUB = "NotImplementedError: "
+
+# key (a function or task) -> the stub's "NotImplementedError: ..." line; its later cases are not run
+NOT_IMPLEMENTED: dict[str, str] = {}
+
+
+# -- on the ranks ---------------------------------------------------------------------------
+class CaseFailed(Exception):
+    """Raised on a rank when case `index` raised: stops the launch and names the case."""
+
+    def __init__(self, index: int, exc_type: str, message: str, where: str = ""):
+        super().__init__(index, exc_type, message, where)
+        self.index, self.exc_type, self.message, self.where = index, exc_type, message, where
+
+    def __str__(self) -> str:
+        return f"case {self.index}: {self.exc_type}: {self.message}"
+
+
+def student_frames(exc: BaseException, harness_suffix: str = "_ranks.py") -> str:
+    """The last few frames of the traceback, without the harness and the runtime."""
+    frames = [f for f in traceback.extract_tb(exc.__traceback__)
+              if not f.filename.endswith((harness_suffix, "rank_runs.py"))
+              and "minitorch_dist/runtime" not in f.filename]
+    return "".join(traceback.format_list(frames[-4:])).rstrip()
+
+
+def run_case_list(group, cases, run_one, key) -> list[dict]:
+    """Rank code: run_one(case, group) -> dict for every case, in order.
+
+    A NotImplementedError gives {"error": "NotImplementedError: ..."} for that case and every later
+    case with the same key(case); any other exception stops the launch with CaseFailed.
+    """
+    results, missing = [], {}
+    for index, case in enumerate(cases):
+        if key(case) in missing:
+            results.append({"error": missing[key(case)]})
+            continue
+        try:
+            results.append(run_one(case, group))
+        except NotImplementedError as exc:         # a stub: raised on every rank before any message
+            missing[key(case)] = f"{STUB}{exc}"
+            results.append({"error": missing[key(case)]})
+        except PeerFailedError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - reported to the grading process, which judges
+            raise CaseFailed(index, type(exc).__name__, str(exc), student_frames(exc)) from None
+    return results
+
+
+# -- in the grading process -----------------------------------------------------------------
+def launch_for_tests(fn, p: int, args=(), backend: str = "gloo", network: SimNetwork | None = None,
+                     collectives: bool = True, trace: bool = False):
+    """launch() as the homework tests use it: deadline from MINITORCH_DIST_DEADLINE, else
+    DEFAULT_DEADLINE; a RUN_TIMEOUT on the whole run (gloo/mpi)."""
+    deadline = "default" if os.environ.get("MINITORCH_DIST_DEADLINE") else DEFAULT_DEADLINE
+    if backend == "sim":
+        return launch(fn, p, args=args, backend="sim", collectives=collectives, trace=trace,
+                      network=network or SimNetwork())
+    return launch(fn, p, args=args, backend=backend, collectives=collectives, trace=trace,
+                  deadline=deadline, timeout=RUN_TIMEOUT)
+
+
+def try_launch(fn, p: int, args=(), backend: str = "gloo", network: SimNetwork | None = None, **options):
+    """(RunResult, None), or (None, the RankError) when a rank raised: judge it outside the except."""
+    try:
+        return launch_for_tests(fn, p, args, backend, network, **options), None
+    except RankError as err:
+        return None, err
+
+
+def first_line(text: str) -> str:
+    return text.strip().splitlines()[0] if text.strip() else text
+
+
+def error_text(err: BaseException) -> str:
+    """Feedback for a failed launch: a stub's one-line message, else the whole report (rank, traceback)."""
+    if isinstance(err, RankError) and err.exc_type == "NotImplementedError":
+        return err.message
+    return str(err)
+
+
+def run_batched(rank_fn, cases, p: int, key, describe, backend: str = "gloo", network=None,
+                leaked=None, **options) -> list[tuple]:
+    """Run `cases` on p ranks, rank_fn(group, cases) -> [dict per case]; returns per case
+    ("ok", [each rank's dict], sim_time or None) or ("error", message). Errors are recorded, never
+    raised. leaked(per_rank) -> True when the case left a message in flight (fresh ranks for the rest).
+    """
+    cases = list(cases)
+    out: list[tuple | None] = [None] * len(cases)
+    failures: dict[str, int] = {}
+    pending = []
+    for i, case in enumerate(cases):
+        if key(case) in NOT_IMPLEMENTED:
+            out[i] = ("error", NOT_IMPLEMENTED[key(case)])
+        else:
+            pending.append(i)
+    while pending:
+        batch = [cases[i] for i in pending]
+        try:
+            result = launch_for_tests(rank_fn, p, (batch,), backend, network, **options)
+        except (RankError, LaunchError) as err:
+            failed = getattr(err, "cause", None)
+            if not isinstance(failed, CaseFailed):
+                _run_apart(rank_fn, cases, pending, out, p, key, describe, backend, network, leaked, err, options)
+                break
+            i = pending[failed.index]
+            later = set(pending[failed.index + 1:])        # not reached: cases before it succeeded
+            where = f"\n{failed.where}" if failed.where else ""
+            out[i] = ("error", f"rank {err.rank} raised {failed.exc_type}: {failed.message}{where}")
+            # a deadlock costs a deadline per run, and a stub fails every case the same way
+            weight = MAX_FAILURES_PER_KEY if failed.exc_type in ("DeadlockError", "NotImplementedError") else 1
+            failures[key(cases[i])] = failures.get(key(cases[i]), 0) + weight
+            pending.remove(i)
+            for j in [j for j in pending if j in later and failures.get(key(cases[j]), 0) >= MAX_FAILURES_PER_KEY]:
+                out[j] = ("error", f"not run: {key(cases[j])} failed on other cases at p={p} "
+                                   f"({failed.exc_type} in {describe(cases[i], p)})")
+                pending.remove(j)
+            continue
+        leak = None
+        for k, i in enumerate(pending):
+            per_rank = [r[k] for r in result]
+            errors = [r["error"] for r in per_rank if "error" in r]
+            if errors:
+                if errors[0].startswith(STUB):
+                    NOT_IMPLEMENTED[key(cases[i])] = errors[0]
+                out[i] = ("error", errors[0])
+                continue
+            out[i] = ("ok", per_rank, result.sim_time if len(pending) == 1 else None)
+            if leak is None and leaked is not None and leaked(per_rank):
+                leak = k                           # a message left in flight may reach later cases
+        if leak is None or leak == len(pending) - 1:
+            if leak is not None:
+                shutdown()
+            break
+        shutdown()                                 # fresh processes, no stale message: run the rest again
+        pending = pending[leak + 1:]
+    return out
+
+
+def _run_apart(rank_fn, cases, pending, out, p, key, describe, backend, network, leaked, err, options) -> None:
+    """A launch failed without naming its case (a rank died, a timeout): run each key alone."""
+    keys = sorted({key(cases[i]) for i in pending})
+    if len(keys) > 1:
+        for k in keys:
+            mine = [i for i in pending if key(cases[i]) == k]
+            got = run_batched(rank_fn, [cases[i] for i in mine], p, key, describe, backend, network, leaked, **options)
+            for i, o in zip(mine, got):
+                out[i] = o
+        return
+    for i in pending:
+        out[i] = ("error", f"{type(err).__name__}: {first_line(str(err))}")
+
+
+# -- suites: which tasks the run selected (pytest -m task2_4) ---------------------------------
+_selected_tasks: set[str] | None = None
+
+
+def select_tasks(items) -> None:
+    """Remember the task markers of the collected tests (pytest_collection_finish), so that a
+    suite runs only the cases of the selected tasks (`pytest -m task1_7` runs no naive case)."""
+    global _selected_tasks
+    tasks = {m.name for item in items for m in item.iter_markers() if m.name.startswith("task")}
+    _selected_tasks = tasks or None
+
+
+def selected(task: str) -> bool:
+    """Whether the cases of `task` (a marker name such as "task2_4") should run."""
+    return _selected_tasks is None or task in _selected_tasks
+
+
+def selected_tasks() -> set[str] | None:
+    return _selected_tasks
+
+
+# -- the verdict ----------------------------------------------------------------------------
+def fail(message: str) -> None:
+    """Fail the current test with `message` only (no harness traceback)."""
+    try:
+        import pytest
+    except ImportError:           # pragma: no cover - the harness used outside pytest
+        raise AssertionError(message) from None
+    pytest.fail(message, pytrace=False)
+
+
+def student_call(fn, *args, **kwargs):
+    """fn(*args, **kwargs) in this process; a stub's NotImplementedError fails the test with its message."""
+    try:
+        return fn(*args, **kwargs)
+    except NotImplementedError as exc:
+        message = str(exc)
+    fail(message)
+
+
+def only_stub_errors(errors: list[str | None]) -> str | None:
+    """The stubs' messages, one per line, when every error is a stub's NotImplementedError; else None."""
+    if errors and all((e or "").startswith(STUB) for e in errors):
+        return "\n".join(dict.fromkeys(e[len(STUB):] for e in errors))
+    return None
+
+
+MAX_SHOWN = 6              # failing cases shown in one test's message
+
+
+def judge(outcomes, *checks) -> None:
+    """Fail with every problem the `checks` find in `outcomes` (first few shown), else return.
+
+    An outcome has .error (None when every rank returned) and .label (the case, p, backend);
+    check(outcome) -> [problem, ...]. Stubs fail with their one-line messages only.
+    """
+    outcomes = list(outcomes)
+    if not outcomes:
+        fail("no case ran")
+    stubs = only_stub_errors([o.error for o in outcomes])
+    if stubs:                                                       # stubs: say so, nothing else
+        fail(stubs)
+    bad, not_run = [], {}
+    for o in outcomes:
+        if (o.error or "").startswith("not run: "):
+            not_run[o.error] = not_run.get(o.error, 0) + 1
+            continue
+        problems = list(dict.fromkeys(p for check in checks for p in check(o)))
+        if problems:
+            more = [f"... and {len(problems) - 4} more"] if len(problems) > 4 else []
+            bad.append(f"{o.label}:\n    " + "\n    ".join(problems[:4] + more))
+    if bad or not_run:
+        more = f"\n... and {len(bad) - MAX_SHOWN} more failing cases" if len(bad) > MAX_SHOWN else ""
+        skipped = "".join(f"\n{k} case{'s' * (k > 1)} {text}" for text, k in not_run.items())
+        fail(f"{len(bad) + sum(not_run.values())} of {len(outcomes)} cases failed:"
+             + "".join("\n" + b for b in bad[:MAX_SHOWN]) + more + skipped)

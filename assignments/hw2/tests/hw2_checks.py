@@ -1,0 +1,178 @@
+"""Homework 2 test harness, the verdict: taken in the grading process from what the ranks returned.
+
+    judge(outcomes, training_problems, how_problems)     # fails the test with a clear message
+
+Training runs are compared with a single-process run of the same model, optimizer and steps on
+the whole global batch (hw2_setup.reference_run), in float64: every parameter within TOL, and
+every rank's parameters bitwise equal to rank 0's. Gossip values are compared with closed forms
+that float64 computes exactly (inputs are small multiples of 6 or 8), so those checks are exact.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+
+import torch
+from rank_runs import error_text, fail, judge  # noqa: F401 (the tests import them from here)
+
+from hw2_harness import Outcome
+from hw2_setup import Case, build_model, global_batch, reference_run
+
+TOL = 1e-12               # max |parameter - single-process reference|, float64, after every step of a run
+PS_SLACK_BYTES = 512      # a worker's per-step traffic beyond its gradient, parameters and batch part
+
+
+def _same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
+    return a.shape == b.shape and torch.equal(a.view(torch.int64), b.view(torch.int64))
+
+
+def _reference(case: Case):
+    """The single-process run of the case's training (the same for every version and tag)."""
+    return _reference_of(dataclasses.replace(case, kind="ps", tag="", bucket_kb=0.0))
+
+
+@functools.lru_cache(maxsize=64)
+def _reference_of(case: Case):
+    return reference_run(case)
+
+
+@functools.lru_cache(maxsize=64)
+def param_specs(case: Case) -> tuple[tuple[str, int, int, bool], ...]:
+    """(name, numel, element size, requires_grad) of each parameter of the case's model, in order."""
+    return tuple((n, p.numel(), p.element_size(), p.requires_grad) for n, p in build_model(case).named_parameters())
+
+
+def _where(case: Case, index: int) -> str:
+    """'net.2.weight[17]' for a flat parameter index."""
+    offset = 0
+    for name, numel, _, _ in param_specs(case):
+        if index < offset + numel:
+            return f"{name}[{index - offset}]"
+        offset += numel
+    return f"[{index}]"
+
+
+def _compare(case: Case, got, want: torch.Tensor, what: str) -> str | None:
+    if not isinstance(got, torch.Tensor) or got.shape != want.shape:
+        return f"{what}: expected {tuple(want.shape)} float64 values, got {getattr(got, 'shape', type(got).__name__)}"
+    diff = (got.to(torch.float64) - want).abs()
+    worst = int(diff.nan_to_num(float("inf")).argmax())
+    if not bool(diff[worst] <= TOL):
+        return (f"{what} differs from the single-process run on the whole batch: {_where(case, worst)} = "
+                f"{got[worst].item()!r}, expected {want[worst].item()!r} (|diff| {diff[worst].item():.3g} > "
+                f"tolerance {TOL:g}); {int((diff > TOL).sum())} of {diff.numel()} values differ")
+    return None
+
+
+# -- training runs: results -----------------------------------------------------------------
+def training_problems(o: Outcome) -> list[str]:
+    """Parameters after the run equal the single-process reference (within TOL) and rank 0's bits."""
+    if o.error is not None:
+        return [o.error]
+    want, losses = _reference(o.case)
+    problems = [_compare(o.case, rep["params"], want, f"rank {r}'s parameters") for r, rep in enumerate(o.ranks)]
+    problems = [m for m in problems if m]
+    differ = [r for r, rep in enumerate(o.ranks) if not _same_bits(rep["params"], o.ranks[0]["params"])]
+    if differ and not problems:
+        problems.append(f"ranks {differ} hold different parameter bits than rank 0 (replicas must stay bitwise "
+                        f"equal: every rank must apply exactly the same averaged gradient)")
+    if o.case.kind == "ps":
+        got = [st["loss"] for st in o.ranks[0]["steps"]]
+        if any(not isinstance(g, float) or abs(g - w) > TOL for g, w in zip(got, losses)) or len(got) != len(losses):
+            problems.append(f"rank 0's step() returned losses {got}; the global batches' mean losses are {losses}")
+        workers = [r for r in range(1, o.p) if any(st["loss"] is not None for st in o.ranks[r]["steps"])]
+        if workers:
+            problems.append(f"ranks {workers} returned a loss from step(); workers return None")
+    return problems
+
+
+# -- training runs: how the gradients were averaged -------------------------------------------
+def _grad_bytes(case: Case, grad_none: list[bool]) -> tuple[int, int]:
+    """(how many trainable parameters had a gradient in a step, their bytes)."""
+    had = [(numel * size) for (_, numel, size, trainable), none in zip(param_specs(case), grad_none)
+           if trainable and not none]
+    return len(had), sum(had)
+
+
+@functools.lru_cache(maxsize=256)
+def _expected_calls(case: Case, grad_none: tuple[bool, ...]) -> tuple[int, str]:
+    """(all-reduces per step, why) of the case's version."""
+    if case.kind != "bucketed":
+        return _grad_bytes(case, list(grad_none))[0], "one per gradient"
+    from minitorch_dist.data_parallel import plan_buckets
+    model = build_model(case)
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    has_grad = {id(p) for p, none in zip(model.parameters(), grad_none) if not none}
+    plan = plan_buckets(trainable, int(case.bucket_kb / 1024 * 2 ** 20))
+    used = [b for b in plan if any(id(trainable[i]) in has_grad for i in b)]
+    return len(used), f"one per bucket of plan_buckets(...): {len(plan)} buckets for {len(trainable)} parameters"
+
+
+def how_problems(o: Outcome) -> list[str]:
+    """Per step: only all-reduces, of exactly the gradients' bytes, as many as the version issues,
+    started after backward (2.2) or some before backward ended (2.3, 2.4); none under no_sync."""
+    if o.error is not None:
+        return [o.error]
+    case, problems = o.case, []
+    for r, rep in enumerate(o.ranks):
+        for s, st in enumerate(rep["steps"]):
+            where = f"rank {r}, step {s}"
+            nbytes = _grad_bytes(case, st["grad_none"])[1]
+            calls, why = _expected_calls(case, tuple(st["grad_none"]))
+            if st["sent"] or st["recv"]:
+                problems.append(f"{where}: {st['sent']} point-to-point messages sent, {st['recv']} received; "
+                                f"data parallel uses the provided all_reduce only")
+            if st["collectives"] != st["all_reduce"]:
+                problems.append(f"{where}: {st['collectives'] - st['all_reduce']} provided collectives other than "
+                                f"all_reduce (the replicas already start equal: no broadcast per step)")
+            if st["ar_bytes"] != nbytes:
+                problems.append(f"{where}: all-reduced {st['ar_bytes']} B; the gradients that exist hold {nbytes} B "
+                                f"(each gradient once; frozen parameters and .grad None are not sent)")
+            if st["all_reduce"] != calls:
+                problems.append(f"{where}: {st['all_reduce']} all-reduces; expected {calls} ({why})")
+            if st["in_no_sync"]:
+                problems.append(f"{where}: {st['in_no_sync']} all-reduces during the backward under no_sync(); "
+                                f"accumulation steps must not communicate")
+            starts = st["starts"]
+            if case.kind == "allreduce" and starts and min(starts) < 0:
+                problems.append(f"{where}: an all-reduce started {-min(starts) * 1e3:.3f} ms before backward "
+                                f"returned; version 1 (AllReduceDDP) all-reduces after backward, in "
+                                f"finish_gradient_synchronization")
+            if case.kind in ("overlap", "bucketed") and calls >= 2 and starts and min(starts) >= 0:
+                problems.append(f"{where}: every all-reduce started after backward returned; {case.kind} must start "
+                                f"them from the gradient hooks, while backward still runs")
+    return problems
+
+
+def ps_traffic_problems(o: Outcome) -> list[str]:
+    """Parameter server: every message has rank 0 at one end, no provided collective after the
+    constructor, and a worker moves only its gradient, the parameters and its part of the batch."""
+    if o.error is not None:
+        return [o.error]
+    problems = []
+    for r, rep in enumerate(o.ranks):
+        if r and any(peer != 0 for peer in rep["peers"]):
+            problems.append(f"rank {r} exchanged messages with ranks {rep['peers']}; every message of a parameter "
+                            f"server has rank 0 at one end")
+        if rep["collective_ops"] or any(st["collectives"] for st in rep["steps"]):
+            problems.append(f"rank {r} used provided collectives {rep['collective_ops']} in step(); the parameter "
+                            f"server moves everything with point-to-point messages through rank 0")
+        x, y = _batch_rows(o.case)
+        part = math.ceil(o.case.batch / o.p) * (x + y)
+        for s, st in enumerate(rep["steps"] if r else []):
+            if st["bytes_sent"] > rep["trainable_bytes"] + PS_SLACK_BYTES:
+                problems.append(f"rank {r}, step {s}: sent {st['bytes_sent']} B; its gradient holds "
+                                f"{rep['trainable_bytes']} B (frozen parameters have none: do not send them)")
+            if st["bytes_recv"] > rep["trainable_bytes"] + part + PS_SLACK_BYTES:
+                problems.append(f"rank {r}, step {s}: received {st['bytes_recv']} B; the trainable parameters "
+                                f"hold {rep['trainable_bytes']} B and its part of the batch at most {part} B")
+    return problems
+
+
+@functools.lru_cache(maxsize=16)
+def _batch_rows(case: Case) -> tuple[int, int]:
+    """Bytes of one sample's input and target in the case's batches."""
+    x, y = global_batch(case, 0)
+    return x[0].numel() * x.element_size(), y[0].numel() * y.element_size()

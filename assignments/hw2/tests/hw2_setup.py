@@ -1,0 +1,185 @@
+"""Homework 2 test harness: what a case trains (model, data, optimizer) and the single-process
+reference it must match. Used on the ranks (hw2_ranks.py) and in the grading process (hw2_checks.py),
+so both sides build bitwise-identical models and batches from the same seeds.
+
+Models (float64, so a data-parallel run can match the reference to ~1e-15):
+    mlp          MLP(16 -> 32 -> 32 -> 4), 1,732 parameters
+    deep         MLP(16 -> 128 x 6 -> 4), ~85k parameters: backward long enough to see overlap
+    transformer  CharTransformer(vocab 61, d_model 32, 2 layers, max_len 16), tied embedding / LM head
+    tower        mlp plus an `aux` Linear(4, 4) used only on even steps (unused on odd steps)
+Data: make_classification(512, seed=1) cut by global_batches(seed=case.seed); char_batches for text.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from minitorch_dist.data import CharTokenizer, char_batches, global_batches, load_text, make_classification
+from minitorch_dist.models import MLP, CharTransformer
+
+SEQ_LEN = 16
+N_SAMPLES = 512
+TASK_OF = {"ps": "task2_1", "allreduce": "task2_2", "overlap": "task2_3", "bucketed": "task2_4",
+           "ring_gossip": "task2_5", "dpsgd": "task2_5", "push_sum": "task2_6", "sgp": "task2_6",
+           "moshpit": "task2_7"}
+
+
+@dataclass(frozen=True)
+class Case:
+    """One run of a homework-2 piece on every rank.
+
+    kind:    "ps", "allreduce", "overlap", "bucketed" (training runs), "ring_gossip", "dpsgd",
+             "push_sum", "sgp", "moshpit"
+    model:   "mlp", "deep", "transformer", "tower" (training runs)
+    optim:   "sgd" (lr 0.1, momentum 0.9) or "adamw" (lr 0.01, weight decay 0.1)
+    edge:    "" or "frozen" (net.0.weight frozen), "unused" (tower), "accum" (2 micro-batches, no_sync)
+    batch:   global batch size; steps: training steps (or gossip steps); start: first gossip step
+    bucket_kb: BucketedDDP bucket size in KiB; tag: which test looks at the case
+    """
+
+    kind: str
+    model: str = "mlp"
+    optim: str = "sgd"
+    edge: str = ""
+    batch: int = 24
+    steps: int = 3
+    start: int = 0
+    seed: int = 0
+    bucket_kb: float = 4.0
+    lr: float = 0.1
+    tag: str = ""
+
+    @property
+    def task(self) -> str:
+        return TASK_OF[self.kind]
+
+    def describe(self, p: int) -> str:
+        """"bucketed(p=3, transformer, adamw, 2 steps, batch 24)" for messages."""
+        if self.kind in ("ring_gossip", "push_sum", "moshpit"):
+            return f"{self.kind}(p={p}, steps {self.start}..{self.start + self.steps - 1})"
+        what = [self.model, self.optim if self.kind not in ("dpsgd", "sgp") else f"lr {self.lr}"]
+        what += [f"{self.steps} steps", f"batch {self.batch}"] + ([f"edge: {self.edge}"] if self.edge else [])
+        if self.kind == "bucketed":
+            what.append(f"bucket {self.bucket_kb:g} KiB")
+        return f"{self.kind}(p={p}, {', '.join(what)})"
+
+
+class Tower(nn.Module):
+    """mlp with an extra head: forward(x, use_aux) = mlp(x) + aux(mlp(x)) if use_aux else mlp(x)."""
+
+    def __init__(self):
+        super().__init__()
+        self.body = MLP(seed=0)
+        self.aux = nn.Linear(4, 4)
+        with torch.no_grad():
+            gen = torch.Generator().manual_seed(7)
+            self.aux.weight.copy_(torch.rand(4, 4, generator=gen) - 0.5)
+            self.aux.bias.copy_(torch.rand(4, generator=gen) - 0.5)
+
+    def forward(self, x, use_aux: bool = True):
+        out = self.body(x)
+        return out + self.aux(out) if use_aux else out
+
+
+@functools.lru_cache(maxsize=1)
+def text_tokens() -> tuple[torch.Tensor, int]:
+    text = load_text()
+    tokenizer = CharTokenizer(text)
+    return tokenizer.encode(text), tokenizer.vocab_size
+
+
+@functools.lru_cache(maxsize=4)
+def classification(seed: int = 1) -> tuple[torch.Tensor, torch.Tensor]:
+    x, y = make_classification(N_SAMPLES, seed=seed)
+    return x.double(), y
+
+
+def build_model(case: Case, seed: int = 0) -> nn.Module:
+    """The case's model in float64 (the same bits in every process for the same seed)."""
+    if case.model == "transformer":
+        model = CharTransformer(text_tokens()[1], d_model=32, n_heads=4, n_layers=2, max_len=SEQ_LEN, seed=seed)
+    elif case.model == "deep":
+        model = MLP(d_hidden=128, depth=6, seed=seed)
+    elif case.model == "tower":
+        model = Tower()
+    else:
+        model = MLP(seed=seed)
+    model = model.double()
+    if case.edge == "frozen":
+        model.net[0].weight.requires_grad_(False)
+    return model
+
+
+def make_optimizer(case: Case, model: nn.Module) -> torch.optim.Optimizer:
+    if case.optim == "adamw":
+        return torch.optim.AdamW(model.parameters(), lr=0.01, weight_decay=0.1)
+    return torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+
+
+def global_batch(case: Case, step: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The whole batch of training step `step` (every rank computes the same one)."""
+    if case.model == "transformer":
+        return char_batches(text_tokens()[0], case.batch, SEQ_LEN, step, seed=case.seed)
+    x, y = classification()
+    idx = global_batches(N_SAMPLES, case.batch, seed=case.seed)[step]
+    return x[idx], y[idx]
+
+
+def uses_aux(case: Case, step: int) -> bool:
+    """The tower's aux head is used on even steps only (so on odd steps its .grad stays None)."""
+    return step % 2 == 0
+
+
+def cross_entropy(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """Mean cross-entropy over every sample (every token for the transformer): the loss_fn of every case."""
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
+
+
+def loss_of(case: Case, model: nn.Module, x, y, step: int) -> torch.Tensor:
+    """The case's loss of the model on (x, y) at `step` (the tower's aux head on even steps only)."""
+    return cross_entropy(model(x, uses_aux(case, step)) if case.model == "tower" else model(x), y)
+
+
+def flat_all(model: nn.Module) -> torch.Tensor:
+    """Every parameter (trainable or not) of the model, flattened and concatenated, float64."""
+    return torch.cat([p.detach().reshape(-1).to(torch.float64) for p in model.parameters()])
+
+
+def trainable_bytes(model: nn.Module) -> int:
+    return sum(p.numel() * p.element_size() for p in model.parameters() if p.requires_grad)
+
+
+def reference_run(case: Case) -> tuple[torch.Tensor, list[float]]:
+    """(flat parameters after case.steps steps, loss of each step): one process, the whole batch."""
+    model = build_model(case)
+    opt = make_optimizer(case, model)
+    losses = []
+    for step in range(case.steps):
+        x, y = global_batch(case, step)
+        opt.zero_grad(set_to_none=True)
+        loss = loss_of(case, model, x, y, step)
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return flat_all(model), losses
+
+
+def own_batch(case: Case, rank: int, step: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Rank `rank`'s own mini-batch at `step` in the decentralized runs (dpsgd, sgp): its own seed."""
+    x, y = classification()
+    batches = global_batches(N_SAMPLES, case.batch, seed=case.seed + 1000 * (rank + 1))
+    idx = batches[step % len(batches)]
+    return x[idx], y[idx]
+
+
+def gossip_value(rank: int, shape=(3, 5)) -> torch.Tensor:
+    """Rank r's float64 input for ring_gossip_ / moshpit: multiples of 6 (sums and /2, /3 are exact)."""
+    n = 1
+    for d in shape:
+        n *= d
+    return (6.0 * (torch.arange(n, dtype=torch.float64) * (rank % 5 + 1) + 7 * rank * rank)).reshape(shape)

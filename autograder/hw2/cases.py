@@ -1,0 +1,79 @@
+"""The hidden tests' cases: which runs each piece gets at each world size, and the suites that run
+them (once per world size and backend; each test file uses its own suites, so a graded test
+function launches only the cases it judges)."""
+
+from __future__ import annotations
+
+from hw2_harness import Case, Suite
+
+VERSIONS = ("allreduce", "overlap", "bucketed")
+VERSION_TASKS = {"allreduce": "task2_2", "overlap": "task2_3", "bucketed": "task2_4"}
+WORLD_SIZES = (1, 2, 3, 4)
+EDGES = ("frozen", "unused", "accum")
+EDGE_WORLD_SIZES = (2, 3)
+HOW_WORLD_SIZE = 2
+
+
+def core_cases(p: int) -> list[Case]:
+    """Every version: the MLP and the tied-weight transformer, SGD with momentum and AdamW."""
+    cases = []
+    for kind in VERSIONS:
+        cases += [Case(kind, "mlp", "sgd", steps=3, tag="core"), Case(kind, "mlp", "adamw", steps=3, tag="core"),
+                  Case(kind, "transformer", "sgd", steps=2, tag="core"),
+                  Case(kind, "transformer", "adamw", steps=2, bucket_kb=16, tag="core")]
+    return cases
+
+
+def edge_cases(p: int) -> list[Case]:
+    """A frozen parameter, a parameter unused on odd steps (the tower), 2 micro-batches with no_sync."""
+    cases = []
+    for kind in VERSIONS:
+        cases += [Case(kind, "mlp", "adamw", edge="frozen", tag="edge:frozen"),
+                  Case(kind, "tower", "sgd", edge="unused", bucket_kb=1, tag="edge:unused"),
+                  Case(kind, "transformer", "adamw", edge="accum", steps=2, bucket_kb=16, tag="edge:accum")]
+    return cases
+
+
+def how_cases(p: int) -> list[Case]:
+    """A deep MLP (backward long enough to overlap), 300 KiB buckets (2 layers each), and the MLP with 4 KiB."""
+    return [Case(kind, "deep", "sgd", steps=2, bucket_kb=300, tag="how") for kind in VERSIONS] + \
+           [Case(kind, "mlp", "sgd", steps=2, tag="how") for kind in VERSIONS]
+
+
+def sim_cases(p: int) -> list[Case]:
+    return [Case(kind, "mlp", "adamw", steps=2, tag="sim") for kind in VERSIONS] + \
+           [Case(kind, "transformer", "sgd", steps=2, tag="sim") for kind in VERSIONS]
+
+
+def ps_cases(p: int) -> list[Case]:
+    """The parameter server: both models and optimizers; a batch of 22 (p = 3, 4 do not divide it)."""
+    return [Case("ps", "mlp", "sgd", tag="core"), Case("ps", "mlp", "adamw", tag="core"),
+            Case("ps", "transformer", "adamw", steps=2, tag="core"), Case("ps", "mlp", "sgd", batch=22, tag="core"),
+            Case("ps", "mlp", "adamw", edge="frozen", steps=2, tag="traffic")]
+
+
+def gossip_cases(p: int) -> list[Case]:
+    """ring_gossip_ one step; push-sum one step from steps 0, 1, 2; D-PSGD and SGP 3 steps each."""
+    m = max(1, (p - 1).bit_length())
+    cases = [Case("ring_gossip", tag="ring"), Case("dpsgd", "mlp", batch=16, steps=3, lr=0.2, tag="formula"),
+             Case("sgp", "mlp", batch=16, steps=3, lr=0.2, tag="formula")]
+    cases += [Case("push_sum", steps=1, start=k, tag="step") for k in range(3)]
+    cases += [Case("push_sum", steps=m, start=1, tag="mean"), Case("push_sum", steps=m, start=0, tag="mean"),
+              Case("push_sum", steps=3 * m, seed=1, tag="consensus")]
+    return cases
+
+
+CORE = Suite(core_cases)
+EDGE = Suite(edge_cases)
+HOW = Suite(how_cases)
+SIM = Suite(sim_cases, backend="sim")
+PS = Suite(ps_cases)
+GOSSIP = Suite(gossip_cases)
+GOSSIP_SIM = Suite(gossip_cases, backend="sim")
+SGP_TARGET_LOSS = 0.7        # the reference reaches 0.42-0.43 on every rank (from 1.40 at the start)
+SGP_TRAIN = Suite(lambda p: [Case("sgp", "mlp", batch=16, steps=60, lr=0.5, tag="train")])
+MOSHPIT = Suite(lambda p: [Case("moshpit", tag="mean")])
+MOSHPIT_SIM = Suite(lambda p: [Case("moshpit", tag="mean")], backend="sim")
+MPI_WORLD_SIZE = 3
+MPI = Suite(lambda p: [Case("bucketed", "mlp", "adamw", steps=2, tag="mpi"), Case("ring_gossip", tag="mpi"),
+                       Case("push_sum", steps=2, tag="mpi")], backend="mpi")

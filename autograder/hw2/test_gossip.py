@@ -1,0 +1,87 @@
+"""Hidden tests, tasks 2.5 and 2.6: gossip averaging, D-PSGD, push-sum and SGP.
+
+2.5: one ring_gossip_ step moves every rank to the mean of itself and its ring neighbours and keeps
+sum_i x_i, exactly (p = 1..6); D-PSGD steps equal the formula x_i <- W x - lr grad_i(x_i).
+2.6: one push_sum_step_ keeps half of (x, w) and adds the in-peer's half, exactly, so sum x and
+sum w = p are kept; p = 2, 4, 8: log2 p steps give every rank the exact mean (8 on sim); p = 3, 5,
+6: the consensus distance shrinks; SGP steps equal the formula; a 4-worker SGP run on
+make_classification brings every rank's loss on the whole data set below SGP_TARGET_LOSS.
+"""
+
+import pytest
+import torch
+from hw2_checks import judge
+from hw2_gossip_checks import (consensus_problems, decentralized_problems, exact_mean_problems, push_sum_problems,
+                               ring_gossip_problems)
+from hw2_setup import build_model, classification, cross_entropy
+
+from autograder.hw2.cases import GOSSIP, GOSSIP_SIM, SGP_TARGET_LOSS, SGP_TRAIN
+
+
+@pytest.mark.task2_5
+@pytest.mark.points(5)
+@pytest.mark.parametrize("p", [1, 2, 3, 4, 5, 6])
+def test_ring_gossip_step(p):
+    judge(GOSSIP.outcomes(p, "ring_gossip"), ring_gossip_problems)
+
+
+@pytest.mark.task2_5
+@pytest.mark.points(6)
+@pytest.mark.parametrize("p", [1, 2, 3, 5])
+def test_dpsgd_matches_formula(p):
+    judge(GOSSIP.outcomes(p, "dpsgd"), decentralized_problems)
+
+
+@pytest.mark.task2_6
+@pytest.mark.points(5)
+@pytest.mark.parametrize("p", [2, 3, 5])
+def test_push_sum_step_is_exact(p):
+    judge(GOSSIP.outcomes(p, "push_sum", "step"), push_sum_problems)
+
+
+@pytest.mark.task2_6
+@pytest.mark.points(4)
+@pytest.mark.parametrize("p", [2, 4, 8])
+def test_push_sum_exact_mean_after_log2_p_steps(p):
+    suite = GOSSIP_SIM if p == 8 else GOSSIP
+    judge(suite.outcomes(p, "push_sum", "mean"), push_sum_problems, exact_mean_problems)
+
+
+@pytest.mark.task2_6
+@pytest.mark.points(3)
+@pytest.mark.parametrize("p", [3, 5, 6])
+def test_push_sum_consensus_distance_shrinks(p):
+    judge(GOSSIP.outcomes(p, "push_sum", "consensus"), push_sum_problems,
+          lambda o: consensus_problems(o, shrink=0.05))
+
+
+@pytest.mark.task2_6
+@pytest.mark.points(3)
+@pytest.mark.parametrize("p", [1, 2, 3, 4])
+def test_sgp_matches_formula(p):
+    judge(GOSSIP.outcomes(p, "sgp"), decentralized_problems)
+
+
+@pytest.mark.task2_6
+@pytest.mark.points(3)
+def test_sgp_training_reaches_target_loss():
+    """4 workers, each from its own init (seed r) and its own batches of 16, lr 0.5, 60 steps."""
+    outcome = SGP_TRAIN.outcomes(4, "sgp")[0]
+    x, y = classification()
+
+    def loss_problems(o):
+        if o.error is not None:
+            return [o.error]
+        losses = []
+        for rep in o.ranks:
+            model = build_model(o.case)
+            torch.nn.utils.vector_to_parameters(rep["flats"][-1], model.parameters())
+            with torch.no_grad():
+                losses.append(cross_entropy(model(x), y).item())
+        if not max(losses) < SGP_TARGET_LOSS:
+            return [f"after {o.case.steps} steps the ranks' losses on the whole data set are "
+                    f"{[round(v, 4) for v in losses]}; each must be below {SGP_TARGET_LOSS} (from about 1.40)"]
+        if sum(float(rep["w"]) for rep in o.ranks) != o.p:
+            return [f"the push-sum weights sum to {sum(float(rep['w']) for rep in o.ranks)!r}, not p = {o.p}"]
+        return []
+    judge([outcome], loss_problems)
