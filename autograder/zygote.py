@@ -37,6 +37,7 @@ def _preload() -> None:
     import pytest  # noqa: F401
     import torch  # noqa: F401
     import torch.distributed  # noqa: F401
+    import torch._dynamo  # noqa: F401   (the first torch optimizer imports it: 4-7 s per rank if not inherited)
 
     import autograder.plugin  # noqa: F401
     import minitorch_dist.runtime  # noqa: F401
