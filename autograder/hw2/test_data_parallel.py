@@ -28,7 +28,7 @@ def by_version(*more):
             for v, rest in product(VERSION_TASKS, product(*more) if more else [()])]
 
 
-@pytest.mark.points(24)
+@pytest.mark.points(21)
 @pytest.mark.parametrize("version,p", by_version(WORLD_SIZES))
 def test_ddp_matches_single_process(version, p):
     judge(CORE.outcomes(p, version), training_problems)

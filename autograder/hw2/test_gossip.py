@@ -19,28 +19,28 @@ from autograder.hw2.cases import GOSSIP, GOSSIP_SIM, SGP_TARGET_LOSS, SGP_TRAIN
 
 
 @pytest.mark.task2_5
-@pytest.mark.points(5)
+@pytest.mark.points(4)
 @pytest.mark.parametrize("p", [1, 2, 3, 4, 5, 6])
 def test_ring_gossip_step(p):
     judge(GOSSIP.outcomes(p, "ring_gossip"), ring_gossip_problems)
 
 
 @pytest.mark.task2_5
-@pytest.mark.points(6)
+@pytest.mark.points(5)
 @pytest.mark.parametrize("p", [1, 2, 3, 5])
 def test_dpsgd_matches_formula(p):
     judge(GOSSIP.outcomes(p, "dpsgd"), decentralized_problems)
 
 
 @pytest.mark.task2_6
-@pytest.mark.points(5)
+@pytest.mark.points(4)
 @pytest.mark.parametrize("p", [2, 3, 5])
 def test_push_sum_step_is_exact(p):
     judge(GOSSIP.outcomes(p, "push_sum", "step"), push_sum_problems)
 
 
 @pytest.mark.task2_6
-@pytest.mark.points(4)
+@pytest.mark.points(3)
 @pytest.mark.parametrize("p", [2, 4, 8])
 def test_push_sum_exact_mean_after_log2_p_steps(p):
     suite = GOSSIP_SIM if p == 8 else GOSSIP

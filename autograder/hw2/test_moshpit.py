@@ -10,7 +10,7 @@ from autograder.hw2.cases import MOSHPIT, MOSHPIT_SIM
 
 
 @pytest.mark.task2_7
-@pytest.mark.points(4)
+@pytest.mark.points(3)
 @pytest.mark.parametrize("p", [4, 8, 6])
 def test_moshpit_average(p):
     judge((MOSHPIT_SIM if p == 8 else MOSHPIT).outcomes(p, "moshpit"), moshpit_problems)

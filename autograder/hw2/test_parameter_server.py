@@ -15,14 +15,14 @@ from autograder.hw2.cases import PS, WORLD_SIZES
 
 
 @pytest.mark.task2_1
-@pytest.mark.points(9)
+@pytest.mark.points(8)
 @pytest.mark.parametrize("p", WORLD_SIZES)
 def test_parameter_server_matches_single_process(p):
     judge(PS.outcomes(p, "ps", "core"), training_problems)
 
 
 @pytest.mark.task2_1
-@pytest.mark.points(5)
+@pytest.mark.points(4)
 @pytest.mark.parametrize("p", [2, 3, 4])
 def test_parameter_server_moves_everything_through_rank_0(p):
     judge(PS.outcomes(p, "ps"), ps_traffic_problems, training_problems)

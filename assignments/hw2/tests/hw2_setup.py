@@ -13,6 +13,7 @@ Data: make_classification(512, seed=1) cut by global_batches(seed=case.seed); ch
 from __future__ import annotations
 
 import functools
+import math
 from dataclasses import dataclass
 
 import torch
@@ -115,10 +116,42 @@ def build_model(case: Case, seed: int = 0) -> nn.Module:
     return model
 
 
-def make_optimizer(case: Case, model: nn.Module) -> torch.optim.Optimizer:
-    if case.optim == "adamw":
-        return torch.optim.AdamW(model.parameters(), lr=0.01, weight_decay=0.1)
-    return torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+class Optimizer:
+    """SGD with momentum (lr 0.1, momentum 0.9) or AdamW (lr 0.01, betas (0.9, 0.999), eps 1e-8,
+    weight decay 0.1): torch.optim's update formulas (default flags), written out. torch.optim's
+    constructor imports torch._dynamo, about 2 s in every fresh process; these tests start many.
+    A parameter whose .grad is None is skipped, as torch.optim does (its state does not advance).
+    """
+
+    def __init__(self, params, kind: str):
+        self.params, self.kind, self.state = list(params), kind, {}
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        for p in self.params:
+            p.grad = None
+
+    @torch.no_grad()
+    def step(self) -> None:
+        for p in self.params:
+            if p.grad is None:
+                continue
+            g, state = p.grad, self.state.setdefault(p, {})
+            if self.kind == "sgd":                                        # buf <- 0.9 buf + g; p -= 0.1 buf
+                buf = state["buf"] = g.clone() if "buf" not in state else state["buf"].mul_(0.9).add_(g)
+                p.add_(buf, alpha=-0.1)
+                continue
+            lr, (b1, b2), t = 0.01, (0.9, 0.999), state.get("t", 0) + 1
+            m, v = state.setdefault("m", torch.zeros_like(p)), state.setdefault("v", torch.zeros_like(p))
+            state["t"] = t
+            p.mul_(1 - lr * 0.1)                                          # decoupled weight decay
+            m.lerp_(g, 1 - b1)
+            v.mul_(b2).addcmul_(g, g, value=1 - b2)
+            denom = (v.sqrt() / math.sqrt(1 - b2 ** t)).add_(1e-8)
+            p.addcdiv_(m, denom, value=-lr / (1 - b1 ** t))
+
+
+def make_optimizer(case: Case, model: nn.Module) -> Optimizer:
+    return Optimizer(model.parameters(), "adamw" if case.optim == "adamw" else "sgd")
 
 
 def global_batch(case: Case, step: int) -> tuple[torch.Tensor, torch.Tensor]:
