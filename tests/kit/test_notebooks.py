@@ -1,0 +1,272 @@
+"""The course's notebooks: the lectures run, and nbgrader grades each homework notebook.
+
+    .venv/bin/python -m pytest tests/kit/test_notebooks.py              # ~4-6 min on 2 cores (hw2 ~3)
+    .venv/bin/python -m pytest tests/kit/test_notebooks.py -k hw2       # one homework and its lecture
+
+Every homework in HOMEWORKS and every lecture in LECTURES gets the same checks:
+
+- The committed notebooks are what tools/notebooks_src builds, without outputs.
+- Each lecture executes under a real Jupyter kernel with the reference implementation laid over
+  the kit (tools.overlay), prints what it should and draws its figures.
+- nbgrader, in a temporary course directory per homework: generate_assignment strips solutions
+  and hidden tests; autograde gives the source notebook (answers in place) run on the reference
+  package full marks; the released notebook on the stub package zero; and the answered notebook
+  on the stub package only the points of the questions that need no package (part A).
+- What students receive (lectures, released notebooks, handouts) holds no solution marker and no
+  line of a reference solution (the release's leak scan would refuse it).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+
+import pytest
+
+nbformat = pytest.importorskip("nbformat")
+pytest.importorskip("nbclient")
+pytest.importorskip("nbgrader")
+
+from tools.notebooks_src import hw1 as hw1_src  # noqa: E402
+from tools.notebooks_src import hw2 as hw2_src  # noqa: E402
+from tools.notebooks_src import lecture01 as lecture01_src  # noqa: E402
+from tools.notebooks_src import lecture02 as lecture02_src  # noqa: E402
+from tools.notebooks_src._nb import render  # noqa: E402
+from tools.overlay import ROOT, overlay  # noqa: E402
+from tools.release import MARKERS, readable_text, solution_lines  # noqa: E402
+
+pytestmark = [pytest.mark.notebook, pytest.mark.slow]
+
+
+@dataclass(frozen=True)
+class Homework:
+    """What the tests know about one homework notebook."""
+
+    source: object                      # its tools.notebooks_src module (PATH, notebook())
+    no_package: dict[str, float]        # graded cells that need no package: {grade id: points}
+    needs_package: dict[str, float]     # graded cells that run the student's package
+    solution_cells: int
+    handout: str                        # the README students read
+
+    @property
+    def assignment(self) -> str:
+        return os.path.basename(os.path.dirname(self.source.PATH))
+
+    @property
+    def notebook(self) -> str:
+        return os.path.splitext(os.path.basename(self.source.PATH))[0]
+
+    @property
+    def points(self) -> dict[str, float]:
+        return {**self.no_package, **self.needs_package}
+
+
+@dataclass(frozen=True)
+class Lecture:
+    """A lecture notebook, the lines its run must print and how many figures it draws."""
+
+    source: object
+    expected: tuple[str, ...]
+    figures: int
+
+
+HOMEWORKS = {
+    "hw1": Homework(
+        source=hw1_src,
+        no_package={"test_predicted_time": 3, "test_crossover": 2, "test_ring_bytes": 2, "test_best_algorithm": 2},
+        needs_package={"test_measure": 2, "test_measure_fit": 2, "test_sim_times": 2, "test_all_reduce_times": 3},
+        solution_cells=7, handout="assignments/hw1/README.md"),
+    "hw2": Homework(
+        source=hw2_src,
+        no_package={"test_bytes_per_step": 2, "test_count_buckets": 2, "test_mixing_matrix": 2,
+                    "test_gossip_cheaper": 2},
+        needs_package={"test_throughput": 2, "test_bucket_sweep": 3, "test_push_sum": 2, "test_stragglers": 3,
+                       "test_gossip_wins": 1},
+        solution_cells=9, handout="assignments/hw2/README.md"),
+}
+LECTURES = {
+    "lecture01": Lecture(lecture01_src, figures=4, expected=(
+        "wait-for cycle: 0 -> 1 -> 0", "all results correct", "largest relative gap between sim")),
+    "lecture02": Lecture(lecture02_src, figures=4, expected=(
+        "replicas bitwise equal: True", "10 of 10 all-reduces start before backward ends",
+        "after 3 steps: z =  3.50  3.50  3.50  3.50  3.50  3.50  3.50  3.50", "simulated seconds to reach loss")),
+}
+SOURCES = {**{name: lec.source for name, lec in LECTURES.items()}, **{hw: h.source for hw, h in HOMEWORKS.items()}}
+SECRET_MARKERS = ("BEGIN SOLUTION", "END SOLUTION", "BEGIN HIDDEN TESTS", "END HIDDEN TESTS")
+
+
+def _env(base: dict) -> dict:
+    """`base` with this interpreter's bin folder first on PATH (nbgrader runs `alembic` from it)."""
+    env = dict(base)
+    env["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), env.get("PATH", "")])
+    env["MINITORCH_DIST_DEADLINE"] = "30"          # a broken run fails in seconds, not minutes
+    return env
+
+
+@pytest.fixture(scope="module")
+def reference():
+    """A kit copy with every reference file laid over the stubs."""
+    with overlay("solutions") as ov:
+        assert not ov.missing, f"solutions/ lacks {ov.missing}"
+        yield ov
+
+
+@pytest.fixture(scope="module")
+def stubs(tmp_path_factory):
+    """A kit copy with nothing laid over it: the student's starting point, whatever the working tree holds."""
+    empty = tmp_path_factory.mktemp("no-submission")
+    with overlay(str(empty)) as ov:
+        yield ov
+
+
+# -- the committed notebooks --------------------------------------------------------------------
+@pytest.mark.parametrize("name", list(SOURCES))
+def test_committed_notebook_matches_its_source(name):
+    source = SOURCES[name]
+    with open(os.path.join(ROOT, source.PATH), encoding="utf-8") as f:
+        committed = f.read()
+    assert committed == render(source.notebook()), (
+        f"{source.PATH} differs from {source.__name__}; rebuild it: python -m {source.__name__}")
+    nb = nbformat.reads(committed, as_version=4)
+    assert all(not c.get("outputs") and c.get("execution_count") is None
+               for c in nb.cells if c.cell_type == "code"), f"{source.PATH} stores outputs"
+
+
+# -- the lectures -------------------------------------------------------------------------------
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize("name", list(LECTURES))
+def test_lecture_runs_against_the_reference(name, reference, no_leftover_processes):
+    from nbclient import NotebookClient
+
+    lecture = LECTURES[name]
+    path = os.path.join(reference.root, lecture.source.PATH)
+    nb = nbformat.read(path, as_version=4)
+    assert "tools.overlay solutions" in nb.cells[0].source, "the first cell should say how to run it"
+    client = NotebookClient(nb, timeout=180, kernel_name="python3", allow_errors=False,
+                            resources={"metadata": {"path": os.path.dirname(path)}})
+    client.execute(env=_env(reference.env()))        # raises CellExecutionError on the first failing cell
+
+    outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
+    assert not [o for o in outputs if o.output_type == "error"]
+    figures = [o for o in outputs if "image/png" in o.get("data", {})]
+    assert len(figures) >= lecture.figures, f"expected the lecture's {lecture.figures} figures, got {len(figures)}"
+    text = "".join(o.get("text", "") for o in outputs if o.output_type == "stream")
+    for expected in lecture.expected:
+        assert expected in text, f"the lecture's output lacks {expected!r}"
+
+
+# -- nbgrader -----------------------------------------------------------------------------------
+def _nbgrader(course: str, args: list[str], env: dict, timeout: float = 150) -> str:
+    cmd = [sys.executable, "-m", "nbgrader", *args]
+    done = subprocess.run(cmd, cwd=course, env=_env(env), capture_output=True, text=True, timeout=timeout)
+    log = done.stdout + done.stderr
+    assert done.returncode == 0 and "ERROR" not in log, f"{' '.join(args)} failed:\n{log[-4000:]}"
+    return log
+
+
+@dataclass(frozen=True)
+class Course:
+    """A temporary nbgrader course directory where generate_assignment has released one homework."""
+
+    root: str
+    hw: Homework
+
+    def released(self) -> str:
+        return os.path.join(self.root, "release", self.hw.assignment, f"{self.hw.notebook}.ipynb")
+
+    def submit(self, student: str, notebook_path: str) -> None:
+        folder = os.path.join(self.root, "submitted", student, self.hw.assignment)
+        os.makedirs(folder, exist_ok=True)
+        shutil.copy(notebook_path, os.path.join(folder, f"{self.hw.notebook}.ipynb"))
+
+    def grades(self, student: str) -> dict[str, float]:
+        """{grade cell: score} of a student's autograded notebook, from the gradebook."""
+        from nbgrader.api import Gradebook
+        with Gradebook(f"sqlite:///{self.root}/gradebook.db") as gb:
+            notebook = gb.find_submission_notebook(self.hw.notebook, self.hw.assignment, student)
+            return {grade.name: grade.score for grade in notebook.grades}
+
+
+@pytest.fixture(scope="module", params=list(HOMEWORKS))
+def course(request, tmp_path_factory):
+    hw = HOMEWORKS[request.param]
+    root = str(tmp_path_factory.mktemp(f"course-{request.param}"))
+    os.makedirs(os.path.join(root, "source", hw.assignment))
+    shutil.copy(os.path.join(ROOT, hw.source.PATH), os.path.join(root, "source", hw.assignment))
+    with open(os.path.join(root, "nbgrader_config.py"), "w") as f:
+        f.write("c = get_config()\n"
+                f"c.CourseDirectory.root = {root!r}\n"
+                "c.CourseDirectory.course_id = 'minitorch_dist'\n"
+                f"c.CourseDirectory.db_url = 'sqlite:///{root}/gradebook.db'\n"
+                "c.Execute.timeout = 120\n")
+    _nbgrader(root, ["generate_assignment", hw.assignment, "--force"], dict(os.environ))
+    return Course(root, hw)
+
+
+def test_release_strips_solutions_and_hidden_tests(course):
+    nb = nbformat.read(course.released(), as_version=4)
+    text = "\n".join(cell.source for cell in nb.cells)
+    assert not [m for m in SECRET_MARKERS if m in text]
+    solution_cells = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("solution")]
+    assert len(solution_cells) == course.hw.solution_cells
+    assert all("raise NotImplementedError()" in c.source for c in solution_cells)
+    points = {c.metadata.nbgrader["grade_id"]: c.metadata.nbgrader["points"]
+              for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade")}
+    assert points == course.hw.points
+
+
+@pytest.mark.timeout(300)
+def test_autograde_reference_answers_on_reference_package_full_marks(course, reference):
+    course.submit("reference", os.path.join(ROOT, course.hw.source.PATH))
+    _nbgrader(course.root, ["autograde", course.hw.assignment, "--student", "reference", "--force"],
+              reference.env(), timeout=280)
+    grades = course.grades("reference")
+    assert grades == course.hw.points, f"not full marks: {grades}"
+
+
+@pytest.fixture(scope="module")
+def stub_grades(course, stubs):
+    """Grades of two submissions autograded on the stub package (one nbgrader run)."""
+    course.submit("stub_blank", course.released())                                  # the released notebook
+    course.submit("stub_answers", os.path.join(ROOT, course.hw.source.PATH))        # every answer in place
+    _nbgrader(course.root, ["autograde", course.hw.assignment, "--student", "stub_*", "--force"], stubs.env(),
+              timeout=180)
+    return {student: course.grades(student) for student in ("stub_blank", "stub_answers")}
+
+
+@pytest.mark.timeout(240)
+def test_autograde_released_notebook_on_stubs_scores_zero(course, stub_grades):
+    grades = stub_grades["stub_blank"]
+    assert set(grades) == set(course.hw.points)
+    assert sum(grades.values()) == 0, f"a blank notebook scored: {grades}"
+
+
+@pytest.mark.timeout(240)
+def test_autograde_answers_on_stubs_score_only_part_a(course, stub_grades):
+    """Answers in place but the package still stubbed: the parts that run it score 0."""
+    grades = stub_grades["stub_answers"]
+    assert grades == {**course.hw.no_package, **{name: 0 for name in course.hw.needs_package}}, grades
+
+
+# -- what students receive ----------------------------------------------------------------------
+def _leaks(path: str) -> list[str]:
+    """Solution markers and reference-solution lines found in a file as a reader sees it."""
+    text = readable_text(path)
+    return [m for m in MARKERS if m in text] + [line for line in sorted(solution_lines()) if line in text]
+
+
+@pytest.mark.parametrize("name", list(LECTURES))
+def test_lecture_holds_no_solution(name):
+    """Lectures ship executed, as they are: no line of a reference solution may appear in them."""
+    leaks = _leaks(os.path.join(ROOT, LECTURES[name].source.PATH))
+    assert not leaks, f"{LECTURES[name].source.PATH} gives away: {leaks[:5]}"
+
+
+def test_released_notebook_and_handout_hold_no_solution(course):
+    for path in (course.released(), os.path.join(ROOT, course.hw.handout)):
+        assert os.path.exists(path), f"{path} is missing"
+        leaks = _leaks(path)
+        assert not leaks, f"{os.path.basename(path)} gives away: {leaks[:5]}"
