@@ -1,7 +1,7 @@
 """The course's notebooks: the lectures run, and nbgrader grades each homework notebook.
 
     .venv/bin/python -m pytest tests/kit/test_notebooks.py              # ~4-6 min on 2 cores (hw2 ~3)
-    .venv/bin/python -m pytest tests/kit/test_notebooks.py -k hw2       # one homework and its lecture
+    .venv/bin/python -m pytest tests/kit/test_notebooks.py -k "hw2 or lecture02"   # one homework and its lecture
 
 Every homework in HOMEWORKS and every lecture in LECTURES gets the same checks:
 

@@ -315,7 +315,7 @@ CELLS = [
     md(r"""
     ### B.2 Bucket size sweep (3 points)
 
-    On 2 gloo ranks with `local_batch = 64`, run `train_steps` for bucket sizes of 0.01, 0.1, 0.5, 1, 4 and
+    On 2 gloo ranks with `local_batch = 64`, run `train_steps` for bucket sizes of 0.01, 0.5, 1.5, 2.5, 4 and
     25 MB (at least 8 timed steps each). Store
 
     - `STEP_TIME = {bucket_mb: seconds}`, from `median_step`;
@@ -327,7 +327,7 @@ CELLS = [
     Which size is fastest here, and why would it be larger on a network with a larger α?
     """),
     code(r"""
-    BUCKET_SIZES = [0.01, 0.1, 0.5, 1.0, 4.0, 25.0]
+    BUCKET_SIZES = [0.01, 0.5, 1.5, 2.5, 4.0, 25.0]
     ### BEGIN SOLUTION
     STEP_TIME, ALL_REDUCES_PER_STEP = {}, {}
     for mb in BUCKET_SIZES:
