@@ -8,7 +8,7 @@ z_i = x_i / w_i is what a rank evaluates and differentiates.
 
 The graph is the directed exponential graph with one peer that rotates: at step k, rank i
 pushes to i + 2^(k mod m) (mod p), with m = ceil(log2 p) distances 1, 2, 4, ... < p. For p a
-power of two, log2 p consecutive steps (starting at a multiple of m) give every rank the exact mean.
+power of two, any log2 p consecutive steps give every rank the exact mean.
 
     SGP step at rank i:  x_i <- x_i - lr * grad F_i(z_i);  push-sum (x_i, w_i);  z_i <- x_i / w_i
     Cost per step: 1 message of Psi * s bytes (plus the weight) per rank.
