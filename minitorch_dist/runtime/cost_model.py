@@ -13,6 +13,8 @@ Contents, simplest first:
     traffic                rounds, messages and bytes an algorithm sends (for counters)
     algorithm_bandwidth, bus_bandwidth     nccl-tests' algbw and busbw
 (Measuring alpha and beta is homework 1's task 1.1: minitorch_dist.collectives.ping_pong.)
+Tensor parallelism (tp_step_all_reduces, tp_step_traffic, tp_parameters_per_rank, tp_step_time,
+...): cost_model_tp.py, re-exported at the end of this file.
 
 Non-powers of two (MPICH): q = largest power of two <= p, r = p - q. The first 2r
 ranks pair up, the even ones hand their buffer to their odd neighbour and sit out,
@@ -216,3 +218,9 @@ def bus_bandwidth(op: str, p: int, n_bytes: float, seconds: float) -> float:
     if op not in _BUS_FACTORS:
         raise ValueError(f"bus_bandwidth: unknown op {op!r}; known: {sorted(_BUS_FACTORS)}")
     return algorithm_bandwidth(n_bytes, seconds) * _BUS_FACTORS[op](p)
+
+
+# -- tensor parallelism (homework 4): defined in cost_model_tp.py, reachable from here -------------
+from .cost_model_tp import (TPAllReduce, TPStepTime, TPTraffic, tp_activation_bytes_per_rank,  # noqa: E402
+                            tp_all_reduce_counts, tp_flops_per_step, tp_parameters_per_rank, tp_step_all_reduces,
+                            tp_step_time, tp_step_traffic)
