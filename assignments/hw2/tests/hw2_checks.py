@@ -60,7 +60,7 @@ def _compare(case: Case, got, want: torch.Tensor, what: str) -> str | None:
     diff = (got.to(torch.float64) - want).abs()
     worst = int(diff.nan_to_num(float("inf")).argmax())
     if not bool(diff[worst] <= TOL):
-        return (f"{what} differs from the single-process run on the whole batch: {_where(case, worst)} = "
+        return (f"{what} differ from the single-process run on the whole batch: {_where(case, worst)} = "
                 f"{got[worst].item()!r}, expected {want[worst].item()!r} (|diff| {diff[worst].item():.3g} > "
                 f"tolerance {TOL:g}); {int((diff > TOL).sum())} of {diff.numel()} values differ")
     return None
@@ -72,7 +72,7 @@ def training_problems(o: Outcome) -> list[str]:
     if o.error is not None:
         return [o.error]
     want, losses = _reference(o.case)
-    problems = [_compare(o.case, rep["params"], want, f"rank {r}'s parameters") for r, rep in enumerate(o.ranks)]
+    problems = [_compare(o.case, rep["params"], want, f"rank {r}: parameters") for r, rep in enumerate(o.ranks)]
     problems = [m for m in problems if m]
     differ = [r for r, rep in enumerate(o.ranks) if not _same_bits(rep["params"], o.ranks[0]["params"])]
     if differ and not problems:

@@ -93,14 +93,18 @@ def run_ring_gossip(case: Case, group) -> dict:
 
 
 def run_push_sum(case: Case, group) -> dict:
-    """case.steps push-sum steps from step case.start; x and w after each step."""
+    """case.steps push-sum steps from step case.start; x and w after each step.
+
+    seed 0: x small integers times 8 (halving stays exact), w = 1; seed 2: the same x, w = 0.5 or
+    1.5 (alternating by rank, so the weights matter); other seeds: random x, w = 1.
+    """
     from minitorch_dist.gossip import push_sum_step_
     g = torch.Generator().manual_seed(case.seed * 101 + group.rank)
-    if case.seed == 0:                            # small integers times 8: halving stays exact
+    if case.seed in (0, 2):
         x = 8.0 * (torch.arange(12, dtype=torch.float64) + 5 * group.rank * group.rank).reshape(3, 4)
     else:
         x = torch.randn(3, 4, generator=g, dtype=torch.float64)
-    w = torch.ones(1, dtype=torch.float64)
+    w = torch.full((1,), 0.5 + group.rank % 2 if case.seed == 2 else 1.0, dtype=torch.float64)
     xs, ws = [x.clone()], [w.clone()]
     for k in range(case.start, case.start + case.steps):
         push_sum_step_(x, w, group, k)

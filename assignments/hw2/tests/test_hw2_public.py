@@ -27,7 +27,7 @@ def public_cases(p: int) -> list[Case]:
         cases += [Case(kind, "mlp", "adamw"), Case(kind, "transformer", "sgd", steps=2),
                   Case(kind, "deep", "sgd", steps=2, bucket_kb=300)]
     return cases + [Case("ring_gossip"), Case("dpsgd", "mlp", batch=16, steps=2, lr=0.2),
-                    Case("push_sum", steps=2, tag="step"), Case("sgp", "mlp", batch=16, steps=2, lr=0.2)]
+                    Case("push_sum", steps=2, seed=2, tag="step"), Case("sgp", "mlp", batch=16, steps=2, lr=0.2)]
 
 
 PUBLIC = Suite(public_cases)                  # runs once per world size, every selected task
