@@ -1,0 +1,141 @@
+"""Homework 4's script assignments/hw4/bench_tp.py, run as a student or instructor runs it: against the
+reference (an overlay of solutions/) and against the stubs (an overlay of nothing: the pristine kit),
+with a tiny model; once under mpirun. The verdicts come from what the script prints, compared with
+minitorch_dist.cost_model's tensor-parallel formulas computed here.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from minitorch_dist import cost_model as cm
+from tools.overlay import overlay
+
+BENCH = os.path.join("assignments", "hw4", "bench_tp.py")
+VOCAB, D, HEADS, LAYERS, BATCH, SEQ = 16, 16, 4, 1, 2, 8
+TINY = ["--tp-sizes", "1,2,4", "--vocab", str(VOCAB), "--d-model", str(D), "--heads", str(HEADS),
+        "--layers", str(LAYERS), "--batch", str(BATCH), "--seq", str(SEQ), "--bandwidth", "1e9", "--flop-rate", "1e8"]
+ALPHA, BETA, RATE = 1e-5, 1e-9, 1e8
+COUNTER_ROW = re.compile(r"^\s*(\d+) (forward|backward|step)\s+(\d+)\s+(\d+)\s+([\d,]+)\s+([\d,]+)\s+([\d,]+)\s+"
+                         r"([\d,]+)\s+(\d+)\s+(\d+)\s+([0-9.]+)$", re.M)
+PARAM_ROW = re.compile(r"^\s*(\d+)\s+([\d,]+)\s+([\d,]+)\s+([\d,]+)\s+([0-9.]+)\s+([0-9.]+)\s+(ok|NOT OK)", re.M)
+SIM_ROW = re.compile(r"^\s*(\d+)" + r"\s+([0-9.]+)" * 6 + r"$", re.M)
+
+
+@pytest.fixture(scope="module")
+def reference():
+    """A kit copy with the reference solutions laid over it (deleted after the module)."""
+    with overlay("solutions") as ov:
+        yield ov
+
+
+@pytest.fixture(scope="module")
+def stubs(tmp_path_factory):
+    """A pristine kit copy: the student files are the generated stubs."""
+    with overlay(str(tmp_path_factory.mktemp("nothing"))) as ov:
+        yield ov
+
+
+def run(ov, *cmd: str, timeout: float = 180) -> tuple[int, str]:
+    """Run a command in the overlay (the repo's Python); return (exit code, stdout + stderr)."""
+    proc = subprocess.run([*cmd], cwd=ov.root, env=ov.env(), capture_output=True, text=True, timeout=timeout)
+    return proc.returncode, proc.stdout + proc.stderr
+
+
+def number(text: str) -> int:
+    return int(text.replace(",", ""))
+
+
+def check_counter_rows(out: str, sizes: list[int]) -> None:
+    """Every counters row equals the formula, both the printed 'formula' column and ours."""
+    rows = COUNTER_ROW.findall(out)
+    assert [(int(r[0]), r[1]) for r in rows] == [(p, ph) for p in sizes for ph in ("forward", "backward", "step")], out
+    for p, phase, calls, f_calls, payload, f_payload, sent, f_sent, msgs, f_msgs, ratio in rows:
+        p = int(p)
+        t = cm.tp_step_traffic(BATCH, SEQ, D, LAYERS, p)
+        ring = cm.traffic("ring_all_reduce", p, 1.0)
+        want_calls = {"forward": t.forward_all_reduces, "backward": t.backward_all_reduces, "step": t.all_reduces}[phase]
+        want_bytes = {"forward": t.forward_payload_bytes, "backward": t.backward_payload_bytes,
+                      "step": t.payload_bytes}[phase]
+        assert int(calls) == int(f_calls) == want_calls, (p, phase, out)
+        assert number(payload) == number(f_payload) == want_bytes, (p, phase, out)
+        assert number(sent) == number(f_sent) == round(want_bytes * ring.bytes), (p, phase, out)
+        assert int(msgs) == int(f_msgs) == want_calls * ring.messages, (p, phase, out)
+        assert float(ratio) == 1.0
+    # by hand for this model: 2L + 4 = 6 forward, 2L + 1 = 3 backward; b s h e = 1024 B, b s e = 64 B
+    assert ("2", "forward", "6", "6", "3,264") == rows[0][:5] and rows[1][2:5] == ("3", "3", "3,072")
+
+
+def check_param_rows(out: str, sizes: list[int]) -> None:
+    rows = PARAM_ROW.findall(out)
+    assert [int(r[0]) for r in rows] == sizes, out
+    for p, params, f_params, dense, loss, dense_loss, verdict in rows:
+        assert number(params) == number(f_params) == cm.tp_parameters_per_rank(VOCAB, D, LAYERS, SEQ, int(p))
+        assert number(dense) == cm.tp_parameters_per_rank(VOCAB, D, LAYERS, SEQ, 1)
+        assert verdict == "ok" and abs(float(loss) - float(dense_loss)) <= 2e-5
+
+
+def check_sim_rows(out: str) -> None:
+    rows = SIM_ROW.findall(out)
+    assert [int(r[0]) for r in rows] == [1, 2, 4], out
+    base = cm.tp_step_time(BATCH, SEQ, D, VOCAB, LAYERS, 1, ALPHA, BETA, RATE).total
+    for p, compute, comm, total, sim, ratio, speedup in rows:
+        t = cm.tp_step_time(BATCH, SEQ, D, VOCAB, LAYERS, int(p), ALPHA, BETA, RATE)
+        assert float(compute) == pytest.approx(t.compute * 1e3, abs=1e-4)
+        assert float(comm) == pytest.approx(t.comm * 1e3, abs=1e-4)
+        assert float(total) == pytest.approx(t.total * 1e3, abs=1e-4) == pytest.approx(float(sim), abs=1e-4)
+        assert float(ratio) == 1.0 and float(speedup) == pytest.approx(base / t.total, abs=0.01)
+    best = min((1, 2, 4), key=lambda p: cm.tp_step_time(BATCH, SEQ, D, VOCAB, LAYERS, p, ALPHA, BETA, RATE).total)
+    assert re.search(rf"^fastest: TP={best} ", out, re.M), out
+
+
+def test_bench_tp_on_the_reference_prints_the_formulas_numbers(reference):
+    code, out = run(reference, sys.executable, BENCH, "--world-sizes", "2,4", *TINY)
+    assert code == 0, out[-3000:]
+    assert "Counters of one training step on gloo" in out and "link 1 GB/s (beta 1e-09 s/B)" in out, out
+    check_counter_rows(out, [2, 4])
+    check_param_rows(out, [2, 4])
+    check_sim_rows(out)
+    assert "counters equal the formula: yes; sim step time equals the formula: yes" in out, out
+
+
+def test_bench_tp_on_the_stubs_names_the_task_in_one_line(stubs):
+    code, out = run(stubs, sys.executable, BENCH, "--world-sizes", "2", *TINY)
+    assert code == 1, out[-3000:]
+    lines = [line for line in out.splitlines() if "not implemented" in line]
+    assert len(lines) == 1, out[-3000:]
+    assert re.match(r"bench_tp: not implemented yet: HW4 task 4\.\d: .* -> fill in task 4\.\d in "
+                    r"minitorch_dist/tensor_parallel/\w+\.py, then run again$", lines[0]), lines[0]
+    assert "Traceback" not in out and "Counters of one" not in out, out[-3000:]
+
+
+def test_bench_tp_rejects_a_tp_size_that_does_not_divide_the_model(reference):
+    code, out = run(reference, sys.executable, BENCH, "--world-sizes", "3", *TINY)
+    assert code == 2 and "TP size 3 must divide --vocab 16, --d-model 16, --heads 4" in out, out[-3000:]
+
+
+# -- under mpirun ----------------------------------------------------------------------------------
+def _mpirun() -> str | None:
+    for name in ("mpirun", "mpiexec"):
+        path = os.path.join(os.path.dirname(sys.executable), name)
+        if os.path.exists(path):
+            return path
+    return shutil.which("mpirun") or shutil.which("mpiexec")
+
+
+@pytest.mark.mpi
+@pytest.mark.skipif(_mpirun() is None, reason="no mpirun next to this Python or on PATH")
+def test_bench_tp_under_mpirun(reference):
+    pytest.importorskip("mpi4py")
+    code, out = run(reference, _mpirun(), "-n", "2", sys.executable, BENCH, *TINY)
+    assert code == 0, out[-3000:]
+    assert out.count("Counters of one training step on mpi") == 1, "only rank 0 prints"
+    check_counter_rows(out, [2])
+    check_param_rows(out, [2])
+    check_sim_rows(out)
