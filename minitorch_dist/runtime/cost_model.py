@@ -221,6 +221,6 @@ def bus_bandwidth(op: str, p: int, n_bytes: float, seconds: float) -> float:
 
 
 # -- tensor parallelism (homework 4): defined in cost_model_tp.py, reachable from here -------------
-from .cost_model_tp import (TPAllReduce, TPStepTime, TPTraffic, tp_activation_bytes_per_rank,  # noqa: E402
+from .cost_model_tp import (TPAllReduce, TPStepTime, TPTraffic, tp_activation_bytes_per_rank,  # noqa: E402, F401
                             tp_all_reduce_counts, tp_flops_per_step, tp_parameters_per_rank, tp_step_all_reduces,
                             tp_step_time, tp_step_traffic)

@@ -60,7 +60,8 @@ def check_counter_rows(out: str, sizes: list[int]) -> None:
         p = int(p)
         t = cm.tp_step_traffic(BATCH, SEQ, D, LAYERS, p)
         ring = cm.traffic("ring_all_reduce", p, 1.0)
-        want_calls = {"forward": t.forward_all_reduces, "backward": t.backward_all_reduces, "step": t.all_reduces}[phase]
+        want_calls = {"forward": t.forward_all_reduces, "backward": t.backward_all_reduces,
+                      "step": t.all_reduces}[phase]
         want_bytes = {"forward": t.forward_payload_bytes, "backward": t.backward_payload_bytes,
                       "step": t.payload_bytes}[phase]
         assert int(calls) == int(f_calls) == want_calls, (p, phase, out)
