@@ -2,6 +2,7 @@
 
     .venv/bin/python -m pytest tests/kit/test_notebooks.py              # ~4-6 min on 2 cores (hw2 ~3)
     .venv/bin/python -m pytest tests/kit/test_notebooks.py -k "hw2 or lecture02"   # one homework and its lecture
+    .venv/bin/python -m pytest tests/kit/test_notebooks.py -k "hw4 or lecture04"   # ~3 min on 2 cores
 
 Every homework in HOMEWORKS and every lecture in LECTURES gets the same checks:
 
@@ -32,8 +33,10 @@ pytest.importorskip("nbgrader")
 
 from tools.notebooks_src import hw1 as hw1_src  # noqa: E402
 from tools.notebooks_src import hw2 as hw2_src  # noqa: E402
+from tools.notebooks_src import hw4 as hw4_src  # noqa: E402
 from tools.notebooks_src import lecture01 as lecture01_src  # noqa: E402
 from tools.notebooks_src import lecture02 as lecture02_src  # noqa: E402
+from tools.notebooks_src import lecture04 as lecture04_src  # noqa: E402
 from tools.notebooks_src._nb import render  # noqa: E402
 from tools.overlay import ROOT, overlay  # noqa: E402
 from tools.release import MARKERS, readable_text, solution_lines  # noqa: E402
@@ -86,6 +89,11 @@ HOMEWORKS = {
         needs_package={"test_throughput": 2, "test_bucket_sweep": 3, "test_push_sum": 2, "test_stragglers": 3,
                        "test_gossip_wins": 1},
         solution_cells=9, handout="assignments/hw2/README.md"),
+    "hw4": Homework(
+        source=hw4_src,
+        no_package={"test_tp_vs_dp_bytes": 2, "test_params_per_rank": 2, "test_when_tp_pays": 3},
+        needs_package={"test_compare_block": 3, "test_measure_step": 3, "test_sim_times": 3, "test_tp_pays_off": 1},
+        solution_cells=7, handout="assignments/hw4/README.md"),
 }
 LECTURES = {
     "lecture01": Lecture(lecture01_src, figures=4, expected=(
@@ -93,6 +101,9 @@ LECTURES = {
     "lecture02": Lecture(lecture02_src, figures=4, expected=(
         "replicas bitwise equal: True", "10 of 10 all-reduces start before backward ends",
         "after 3 steps: z =  3.50  3.50  3.50  3.50  3.50  3.50  3.50  3.50", "simulated seconds to reach loss")),
+    "lecture04": Lecture(lecture04_src, figures=3, expected=(
+        "max |partial0 + partial1 - Y|", "TP block equals the dense block on every rank",
+        "one all-reduce forward and one backward per MLP: True", "TP / DP")),
 }
 SOURCES = {**{name: lec.source for name, lec in LECTURES.items()}, **{hw: h.source for hw, h in HOMEWORKS.items()}}
 SECRET_MARKERS = ("BEGIN SOLUTION", "END SOLUTION", "BEGIN HIDDEN TESTS", "END HIDDEN TESTS")
