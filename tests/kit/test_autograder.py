@@ -3,7 +3,7 @@
 Fake submissions are the reference files copied to tmp_path and mutated here (a syntax error,
 a missing file, a deadlock, an infinite loop, os._exit in a rank and at import, fake JSON).
 Most tests grade against the small suite in tests/kit/fixtures/suite (3 test functions,
-4 points); the real HW1 suites are graded by the `slow` tests when they exist.
+4 points); every homework's real suites are graded by the `slow` tests when they exist.
 """
 
 import json
@@ -218,20 +218,26 @@ def test_the_subprocess_runner_grades_too(tmp_path, marked_env):
     assert results["score"] == 1 and results["extra_data"]["runner"] == "subprocess"
 
 
-HW1_SUITES = [homework_manifest("hw1")[k] for k in ("public_tests", "hidden_tests")]
-needs_hw1_suites = pytest.mark.skipif(not any(os.path.isdir(os.path.join(ROOT, s)) for s in HW1_SUITES),
-                                      reason="the HW1 test suites are not written yet")
+HOMEWORKS = ["hw1", "hw2"]
+
+
+def real_suites(hw):
+    """pytest params of the homeworks whose suites exist (skipped until they are written)."""
+    manifest = homework_manifest(hw)
+    present = any(os.path.isdir(os.path.join(ROOT, manifest[k])) for k in ("public_tests", "hidden_tests"))
+    skip = pytest.mark.skip(reason=f"the {hw} suites are not written yet")
+    return pytest.param(hw, id=hw, marks=() if present else skip)
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(3600)      # up to MINITORCH_GRADING_RUNS gradings of several minutes each
-@needs_hw1_suites
-def test_real_hw1_suites_solutions_full_marks(marked_env):
+@pytest.mark.timeout(3600)      # up to MINITORCH_GRADING_RUNS gradings of a few minutes each
+@pytest.mark.parametrize("hw", [real_suites(hw) for hw in HOMEWORKS])
+def test_real_suites_solutions_full_marks(marked_env, hw):
     """The solutions get full marks on every grading: MINITORCH_GRADING_RUNS gradings (CI sets 3)."""
     runs = int(os.environ.get("MINITORCH_GRADING_RUNS", "1"))
     scores = []
     for _ in range(runs):
-        solved = grade("hw1", "solutions", out=None, quiet=True, jobs=2)
+        solved = grade(hw, "solutions", out=None, quiet=True, jobs=2)
         top = sum(t["max_score"] for t in solved["tests"])
         assert top > 0 and solved["score"] == top, [(t["name"], t["output"]) for t in solved["tests"]
                                                       if t["status"] == "failed"]
@@ -242,9 +248,9 @@ def test_real_hw1_suites_solutions_full_marks(marked_env):
 
 @pytest.mark.slow
 @pytest.mark.timeout(1200)
-@needs_hw1_suites
-def test_real_hw1_suites_stubs_score_zero(marked_env):
-    stubs = grade("hw1", "stubs", out=None, quiet=True, jobs=2)
+@pytest.mark.parametrize("hw", [real_suites(hw) for hw in HOMEWORKS])
+def test_real_suites_stubs_score_zero(marked_env, hw):
+    stubs = grade(hw, "stubs", out=None, quiet=True, jobs=2)
     assert stubs["score"] == 0
     for t in stubs["tests"][1:]:
         assert "not implemented yet" in t["output"], (t["name"], t["output"])

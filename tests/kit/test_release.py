@@ -106,6 +106,9 @@ def test_stubs_ship_equal_to_what_tools_stubs_generates(released):
 
 def test_homework_files_and_public_tests_ship(released):
     out, _ = released
+    for rel in os.listdir(os.path.join(ROOT, "assignments", "common")):   # the harness every public suite imports
+        if rel.endswith(".py"):
+            assert os.path.exists(os.path.join(out, "assignments", "common", rel)), rel
     for hw in rel.homeworks():
         manifest = homework_manifest(hw)
         for path in manifest["editable"]:

@@ -40,7 +40,8 @@ class Case:
     optim:   "sgd" (lr 0.1, momentum 0.9) or "adamw" (lr 0.01, weight decay 0.1)
     edge:    "" or "frozen" (net.0.weight frozen), "unused" (tower), "accum" (2 micro-batches, no_sync)
     batch:   global batch size; steps: training steps (or gossip steps); start: first gossip step
-    bucket_kb: BucketedDDP bucket size in KiB; tag: which test looks at the case
+    bucket_kb: BucketedDDP bucket size in KiB; lr: the D-PSGD / SGP learning rate; tag: which test
+             looks at the case
     """
 
     kind: str
@@ -127,27 +128,27 @@ class Optimizer:
         self.params, self.kind, self.state = list(params), kind, {}
 
     def zero_grad(self, set_to_none: bool = True) -> None:
-        for p in self.params:
-            p.grad = None
+        for param in self.params:
+            param.grad = None
 
     @torch.no_grad()
     def step(self) -> None:
-        for p in self.params:
-            if p.grad is None:
+        for param in self.params:
+            if param.grad is None:
                 continue
-            g, state = p.grad, self.state.setdefault(p, {})
+            g, state = param.grad, self.state.setdefault(param, {})
             if self.kind == "sgd":                                        # buf <- 0.9 buf + g; p -= 0.1 buf
                 buf = state["buf"] = g.clone() if "buf" not in state else state["buf"].mul_(0.9).add_(g)
-                p.add_(buf, alpha=-0.1)
+                param.add_(buf, alpha=-0.1)
                 continue
             lr, (b1, b2), t = 0.01, (0.9, 0.999), state.get("t", 0) + 1
-            m, v = state.setdefault("m", torch.zeros_like(p)), state.setdefault("v", torch.zeros_like(p))
+            m, v = state.setdefault("m", torch.zeros_like(param)), state.setdefault("v", torch.zeros_like(param))
             state["t"] = t
-            p.mul_(1 - lr * 0.1)                                          # decoupled weight decay
+            param.mul_(1 - lr * 0.1)                                      # decoupled weight decay
             m.lerp_(g, 1 - b1)
             v.mul_(b2).addcmul_(g, g, value=1 - b2)
             denom = (v.sqrt() / math.sqrt(1 - b2 ** t)).add_(1e-8)
-            p.addcdiv_(m, denom, value=-lr / (1 - b1 ** t))
+            param.addcdiv_(m, denom, value=-lr / (1 - b1 ** t))
 
 
 def make_optimizer(case: Case, model: nn.Module) -> Optimizer:

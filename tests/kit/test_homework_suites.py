@@ -1,0 +1,80 @@
+"""Every homework's public and hidden tests, tested: each is a graded unit the autograder can read
+(a task marker and points), and `pytest` at the repo root never collects them (testpaths = tests;
+the working tree holds the stubs). That they pass on the solutions and fail on the stubs is
+checked by grading both (tests/kit/test_autograder.py, test_real_suites_*).
+"""
+
+import json
+import os
+import subprocess
+import sys
+import tomllib
+
+import pytest
+
+from tools.overlay import ROOT, homework_manifest
+
+HOMEWORKS = ["hw1", "hw2"]
+COMMON = "assignments/common"          # the harness every homework's tests share (it ships with them)
+# the hidden suite's least (test functions, cases): a suite that lost tests fails here
+MIN_HIDDEN = {"hw1": (40, 250), "hw2": (16, 65)}
+
+
+def suites(hw: str) -> list[str]:
+    manifest = homework_manifest(hw)
+    return [manifest["hidden_tests"], manifest["public_tests"]]
+
+
+def suite_files(hw: str) -> list[str]:
+    return [os.path.join(d, f) for d in suites(hw) + [COMMON] for f in sorted(os.listdir(os.path.join(ROOT, d)))
+            if f.endswith(".py")]
+
+
+# -- fast: layout and what the grader collects --------------------------------------------------
+def test_root_pytest_does_not_collect_homework_tests():
+    with open(os.path.join(ROOT, "pyproject.toml"), "rb") as f:
+        ini = tomllib.load(f)["tool"]["pytest"]["ini_options"]
+    assert ini["testpaths"] == ["tests"], "the homework suites must run only under an overlay (they fail on stubs)"
+    for hw in HOMEWORKS:
+        assert not any(d.startswith("tests/") for d in suites(hw))
+        tasks = homework_manifest(hw)["tasks"]
+        declared = {m.split(":")[0] for m in ini["markers"]}
+        assert {f"task{k.replace('.', '_')}" for k in tasks} <= declared, f"{hw}: task markers missing in pyproject"
+
+
+@pytest.mark.parametrize("hw", HOMEWORKS)
+def test_files_are_short_and_public_ones_need_no_hidden_code(hw):
+    public = homework_manifest(hw)["public_tests"]
+    for rel in suite_files(hw):
+        with open(os.path.join(ROOT, rel)) as f:
+            text = f.read()
+        assert text.count("\n") < 300, f"{rel} has {text.count(chr(10))} lines; split it"
+        if rel.startswith((public, COMMON)):
+            assert "from autograder" not in text and "import autograder" not in text, f"{rel} imports hidden code"
+
+
+@pytest.mark.parametrize("hw,which", [(hw, which) for hw in HOMEWORKS for which in ("hidden", "public")])
+def test_every_test_function_is_a_graded_unit(tmp_path, hw, which):
+    """Collected as the grader does (its plugin): each case has points and exactly one task of the homework."""
+    manifest = homework_manifest(hw)
+    suite = manifest[f"{which}_tests"]
+    tasks = {f"task{k.replace('.', '_')}" for k in manifest["tasks"]}
+    listing = tmp_path / "collect.jsonl"
+    env = {**os.environ, "AUTOGRADER_COLLECT": str(listing)}
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "autograder.plugin", "-p", "no:cacheprovider",
+                           "--collect-only", "-q", suite], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    records = [json.loads(line) for line in listing.read_text().splitlines() if line.strip()]
+    assert records and all(r["kind"] == "case" for r in records), records[:3]
+    for r in records:
+        assert r["task"] in tasks, f"{r['nodeid']}: no {hw} task marker"
+        assert r["points"] and r["points"] > 0, f"{r['nodeid']}: no points marker"
+    functions = {r["function"] for r in records}
+    assert {r["task"] for r in records} == tasks, "every task has tests"
+    if which == "hidden":
+        least_functions, least_cases = MIN_HIDDEN[hw]
+        assert len(functions) >= least_functions and len(records) >= least_cases, (len(functions), len(records))
+
+# The suites themselves run against the solutions and the stubs in tests/kit/test_autograder.py
+# (test_real_suites_*), through the grader, the way submissions are graded.
