@@ -28,7 +28,10 @@ __all__ = ["ParallelMLP", "ParallelSelfAttention", "ParallelBlock"]
 
 
 class ParallelMLP(nn.Module):
-    """fc_proj(gelu(fc(x))) with fc column-parallel and fc_proj row-parallel. Shapes: (..., h) -> same."""
+    """fc_proj(gelu(fc(x))) with fc column-parallel and fc_proj row-parallel. Shapes: (..., h) -> same.
+
+    Attributes (tests read them): fc (ColumnParallelLinear), act (nn.GELU), fc_proj (RowParallelLinear).
+    """
 
     def __init__(self, fc: nn.Linear, fc_proj: nn.Linear, group):
         super().__init__()
@@ -50,6 +53,7 @@ class ParallelSelfAttention(nn.Module):
     Shapes: x (B, T, C) -> (B, T, C), the same on every rank; inside, rank r holds q, k, v of
     its nh/p heads: (B, nh/p, T, hs). Raises ValueError when n_heads is not divisible by p.
     The attention arithmetic itself is provided: common.causal_attention(qkv, heads, head_size).
+    Attributes (tests read them): qkv (ColumnParallelLinear with parts=3), proj (RowParallelLinear).
     """
 
     def __init__(self, dense: CausalSelfAttention, group):
@@ -70,7 +74,10 @@ class ParallelSelfAttention(nn.Module):
 
 
 class ParallelBlock(nn.Module):
-    """The tensor-parallel version of a dense pre-LayerNorm Block (layer norms copied, replicated)."""
+    """The tensor-parallel version of a dense pre-LayerNorm Block (layer norms copied, replicated).
+
+    Attributes (tests read them): ln1, attn (ParallelSelfAttention), ln2, mlp (ParallelMLP).
+    """
 
     def __init__(self, dense: Block, group):
         super().__init__()

@@ -36,6 +36,7 @@ class ColumnParallelLinear(nn.Module):
         parts: the output features are `parts` equal blocks split separately (3 for a fused
             q, k, v projection: rank r keeps its slice of q, of k and of v, in that order).
     Shapes: x (..., in) -> (..., out / p), or (..., out) with gather_output.
+    Parameters: weight (out / p, in), bias (out / p,) or None (this rank's rows of the dense ones).
     Raises ValueError at construction when out / parts is not divisible by p.
     """
 
@@ -70,6 +71,7 @@ class RowParallelLinear(nn.Module):
         input_is_parallel: x is already this rank's slice of the last dim (the output of a
             ColumnParallelLinear); False: x is full and is split here (scatter_last_dim).
     Shapes: x (..., in / p) (or (..., in)) -> (..., out), the same on every rank.
+    Parameters: weight (out, in / p) (this rank's columns), bias (out,) or None (the full bias).
     Raises ValueError at construction when in is not divisible by p.
     """
 
