@@ -1,32 +1,46 @@
 """Framing: Group messages over a raw byte transport (gloo, mpi), with progress of their own.
 
-Every Group message is a control message (wire.py) followed, for payloads over about
-16 KiB, by the payload on its own data tag. Each rank runs one listener thread per
-group that receives control messages from any peer (the transport's
-receive-from-any-source). When a header meets its posted receive, the listener
-checks it against the buffer (a mismatch is a clear MessageMismatchError naming both
-ranks, both shapes and both ops, never a truncation, a hang or a crash). Receives
-therefore progress whether or not their owner is waiting on them, as MPI promises: a
-program may wait on its isend before its irecv without deadlocking.
+Every Group message is a header (wire.py) carrying, for payloads up to about 16 KiB,
+the payload itself; larger payloads follow as raw messages of their own, posted at once
+by isend and irecv (no round trip before the bytes flow). A header is checked against
+the receive buffer before the receive completes: a mismatch is a clear
+MessageMismatchError naming both ranks, both shapes and both ops, never a truncation,
+a hang or a crash. Receives progress whether or not their owner is waiting on them,
+as MPI promises: a program may wait on its isend before its irecv without deadlocking.
 
-The k-th message from rank a to rank b with tag t has sequence number k on both
-sides (MPI's non-overtaking rule), so headers and payloads never match the wrong
-receive, whatever order a program waits on its handles.
+The k-th message from rank a to rank b with tag t has sequence number k on both sides
+(MPI's non-overtaking rule); the transport keeps messages with equal (peer, wire tag)
+in order, so headers and payloads never meet the wrong receive.
+
+A listener thread per group receives every peer's headers from the control tag (the
+transport's receive-from-any-source) and matches them to posted receives, so small
+sends complete whether or not their receive is posted, and a mismatch is found (and its
+sender freed, below) while nobody waits on the receive.
+
+exact_parts (gloo): gloo aborts the process when a message is larger than its posted
+receive, so payloads travel in parts whose wire tags carry their exact lengths
+(wire.payload_parts): a part meets a receive of its own length or none, so no round
+trip is needed before the bytes flow (a "ready" message from the receiver, and the
+listener's hop to post the payload, cost 10-20% of a 16 MB ring all-reduce on 2 busy
+cores). After a mismatch the receiver posts
+receives for the sender's parts that found none ("drains"), so the send completes;
+wire tags left out of step make the later receives that use them fail clearly, instead
+of taking another message's bytes.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from typing import Callable
 
 import torch
 
 from .backend import DeadlineExpired, Work
-from .errors import PeerFailedError
-from .wire import (_BYE, _HEADER, _READY, CONTROL_BYTES, CONTROL_TAG, HEADER_LEN, INLINE_BYTES, SEQ_BITS,
-                   as_bytes, check_match, decode_header, encode_control, encode_header)
+from .errors import MessageMismatchError, PeerFailedError
+from .wire import (_BYE, CONTROL_BYTES, CONTROL_TAG, HEADER_LEN, INLINE_BYTES, SEQ_BITS, as_bytes,
+                   check_match, decode_header, encode_control, encode_header, part_tag, payload_parts)
 
 RawPost = Callable[[torch.Tensor, int, int], Work]  # (uint8 buffer, peer, wire tag) -> Work
 RawPostAny = Callable[[torch.Tensor, int], Work]  # (uint8 buffer, wire tag): from any peer
@@ -37,31 +51,23 @@ class Framer:
 
     raw_isend(buf, dst, wire_tag) / raw_irecv(buf, src, wire_tag) post raw messages;
     raw_irecv_any(buf, wire_tag) posts a receive from any peer (the header names the
-    sender). `name_rank(r)`
-    turns a group rank into text for error messages. Call close() on every member.
-
-    Payload receives are posted at irecv() time, before the header is in, so a large
-    message flows as soon as it is sent (a receive posted late costs gloo ~10% at 16 MB).
-    announce: for transports that abort when a message is larger than the posted buffer
-    (gloo). Every irecv() of a payload-sized buffer then tells the sender its size (a READY
-    control message), and the sender sends its payload only once it knows it fits (else one
-    dummy byte; the receiver reports the mismatch from the header). A receive too small for
-    a payload announces nothing: its header check fails first. MPI reports truncation as an
-    error, so it needs no announcements.
+    sender). `name_rank(r)` turns a group rank into text for error messages. Call
+    close() on every member. exact_parts: see the module docstring (gloo needs it; MPI
+    reports truncation as an error and sends each payload whole).
     """
 
     def __init__(self, raw_isend: RawPost, raw_irecv: RawPost, raw_irecv_any: RawPostAny,
-                 rank: int, size: int, name_rank: Callable[[int], str], announce: bool = False):
+                 rank: int, size: int, name_rank: Callable[[int], str], exact_parts: bool = False):
         self._raw_isend, self._raw_irecv, self._raw_irecv_any = raw_isend, raw_irecv, raw_irecv_any
         self._rank, self._size, self._name = rank, size, name_rank
-        self._announce = announce
-        self._ready: dict[tuple[int, int, int], int] = {}          # (dst, tag, seq) -> receiver's bytes
-        self._unready: dict[tuple[int, int, int], _SendWork] = {}  # payload sends awaiting READY
+        self._exact = exact_parts
         self._sent = defaultdict(int)     # (dst, tag) -> messages posted so far
         self._recvd = defaultdict(int)    # (src, tag) -> receives posted so far
-        self._lock = threading.Lock()     # guards the two dicts below and _broken
+        self._lock = threading.Lock()     # guards the dicts below, _broken, and irecv's posts
         self._posted: dict[tuple[int, int, int], _RecvWork] = {}   # receives whose header has not come
         self._early: dict[tuple[int, int, int], torch.Tensor] = {}  # headers whose receive is not posted
+        self._skewed: dict[int, dict[int, tuple]] = defaultdict(dict)  # src -> {wire tag: (why, after, before)}
+        self._drains: list = []           # raw receives kept alive, never waited (see _settle)
         self._broken: BaseException | None = None
         self._listener = None
         if size > 1:
@@ -69,51 +75,36 @@ class Framer:
                                               name=f"minitorch_dist-listener-r{rank}")
             self._listener.start()
 
-    @staticmethod
-    def _data_tag(tag: int, seq: int) -> int:
-        return (tag << SEQ_BITS) | (seq & ((1 << SEQ_BITS) - 1))
+    def _parts(self, tag: int, seq: int, nbytes: int) -> list[tuple[int, int, int]]:
+        """[(offset, length, wire tag)] of a payload of `nbytes` (> INLINE_BYTES)."""
+        if not self._exact:
+            return [(0, nbytes, (tag << SEQ_BITS) | (seq & ((1 << SEQ_BITS) - 1)))]
+        return [(offset, length, part_tag(tag, seq, code)) for offset, length, code in payload_parts(nbytes)]
 
     def isend(self, tensor: torch.Tensor, dst: int, tag: int, op: str) -> Work:
         seq = self._sent[dst, tag]
+        nbytes = tensor.numel() * tensor.element_size()
+        control = encode_header(tensor, op, tag, seq, self._rank)      # these two raise on bad input
+        parts = self._parts(tag, seq, nbytes) if nbytes > INLINE_BYTES else []
         self._sent[dst, tag] = seq + 1
-        control = encode_header(tensor, op, tag, seq, self._rank)
-        work = _SendWork(self._raw_isend(control, dst, CONTROL_TAG), (control, tensor))
-        if tensor.numel() * tensor.element_size() > INLINE_BYTES:
-            if not self._announce:
-                work.post(self._raw_isend(as_bytes(tensor), dst, self._data_tag(tag, seq)))
-            else:
-                work.pending()
-                room = self._meet(self._ready, self._unready, (dst, tag, seq), work)
-                if room is not None:
-                    self._send_payload(work, dst, tag, seq, room)
-        return work
-
-    def _meet(self, other_side: dict, this_side: dict, key, mine):
-        """Rendezvous of two halves that arrive in either order (a header and its receive, a
-        READY and its send): take the other half if it is there, else leave `mine` for it."""
-        with self._lock:
-            theirs = other_side.pop(key, None)
-            if theirs is None:
-                this_side[key] = mine
-        return theirs
-
-    def _send_payload(self, work: "_SendWork", dst: int, tag: int, seq: int, room: int) -> None:
-        """The receiver posted `room` bytes: send the payload if it fits, else one dummy byte."""
-        tensor = work.keep[1]
-        payload = as_bytes(tensor) if tensor.numel() * tensor.element_size() <= room else _DUMMY
-        work.post(self._raw_isend(payload, dst, self._data_tag(tag, seq)))
+        works = [self._raw_isend(control, dst, CONTROL_TAG)]
+        data = as_bytes(tensor) if parts else None
+        works += [self._raw_isend(data[offset:offset + length], dst, wire_tag) for offset, length, wire_tag in parts]
+        return _SendWork(works, (control, tensor))
 
     def irecv(self, tensor: torch.Tensor, src: int, tag: int, op: str) -> Work:
-        seq = self._recvd[src, tag]
-        self._recvd[src, tag] = seq + 1
-        work = _RecvWork(tensor, src, tag, seq, op)
         nbytes = tensor.numel() * tensor.element_size()
         if nbytes > INLINE_BYTES:
-            work.payload = self._raw_irecv(as_bytes(tensor), src, self._data_tag(tag, seq))
-        if self._announce and nbytes > INLINE_BYTES:   # small messages ride inline: nothing to announce
-            ready = encode_control(_READY, self._rank, nbytes, tag, seq)
-            work.announced = (self._raw_isend(ready, src, CONTROL_TAG), ready)
-        with self._lock:
+            self._parts(tag, 0, nbytes)         # raises for a payload too large for the wire format
+        with self._lock:        # a drain (_settle) sees every receive posted before it, or none
+            seq = self._recvd[src, tag]
+            self._recvd[src, tag] = seq + 1
+            work = _RecvWork(tensor, src, tag, seq, op)
+            if nbytes > INLINE_BYTES:
+                data = as_bytes(tensor)
+                for offset, length, wire_tag in self._parts(tag, seq, nbytes):
+                    work.parts.append(self._raw_irecv(data[offset:offset + length], src, wire_tag))
+                    work.wire_tags.append(wire_tag)
             control = self._early.pop((src, tag, seq), None)
             if control is None:
                 if self._broken is not None:
@@ -125,17 +116,61 @@ class Framer:
         return work
 
     def _match(self, work: "_RecvWork", control: torch.Tensor) -> None:
-        """The header of `work`'s message is here: check it, then take or post the payload."""
+        """The header of `work`'s message is here: check it, then take the inline payload."""
         try:
             _, sent_op, dtype, shape, tag, seq, _ = decode_header(control)
-            check_match(work.tensor, dtype, shape, sent_op, work.op, self._name(self._rank),
-                        self._name(work.src), tag)
+            try:
+                check_match(work.tensor, dtype, shape, sent_op, work.op, self._name(self._rank),
+                            self._name(work.src), tag)
+                if self._skewed.get(work.src):
+                    self._check_in_step(work)
+            except MessageMismatchError:
+                if self._exact:
+                    self._settle(work, dtype.itemsize * _numel(shape))
+                raise
             nbytes = work.tensor.numel() * work.tensor.element_size()
             if 0 < nbytes <= INLINE_BYTES:
                 as_bytes(work.tensor).copy_(control[HEADER_LEN * 8:HEADER_LEN * 8 + nbytes])
         except BaseException as exc:  # noqa: BLE001 - delivered to the waiting rank code
             work.error = exc
         work.ready.set()
+
+    def _check_in_step(self, work: "_RecvWork") -> None:
+        """Raise if an earlier mismatch left a wire tag of this receive out of step."""
+        skewed = self._skewed[work.src]
+        for wire_tag in work.wire_tags:
+            why, after, before = skewed.get(wire_tag, (None, 0, 0))
+            if why is not None and after < work.seq and (before is None or work.seq < before):
+                raise MessageMismatchError(
+                    f"{work.op} on {self._name(self._rank)} from {self._name(work.src)} (tag {work.tag}): "
+                    f"this message fits its buffer, but {why}; on gloo that left receives of this size "
+                    f"and tag out of step, so this one cannot be trusted. What to do: fix the earlier "
+                    f"receive's buffer (or use another tag after a mismatch you catch).")
+
+    def _settle(self, work: "_RecvWork", sent_nbytes: int) -> None:
+        """A failed receive: take the sender's parts that none of ours will take (so its send
+        completes), and mark wire tags whose later receives are now out of step."""
+        sent = {} if sent_nbytes <= INLINE_BYTES else \
+            {wire_tag: length for _, length, wire_tag in self._parts(work.tag, work.seq, sent_nbytes)}
+        theirs, ours = Counter(sent), Counter(work.wire_tags)
+        drains = theirs - ours        # sender's parts that no receive of ours will take
+        stale = ours - theirs         # receives of ours that no part will fill: out of step for good
+        why = f"message {work.seq} on this tag from {self._name(work.src)} did not match its receive"
+        skewed = self._skewed[work.src]
+        with self._lock:
+            for wire_tag in stale:
+                skewed[wire_tag] = (why, work.seq, None)
+            if drains:                # receives posted before a drain on its tag take the wrong part
+                scratch = torch.empty(max(sent[t] for t in drains), dtype=torch.uint8)
+                for wire_tag, count in drains.items():
+                    _, after, before = skewed.get(wire_tag, (None, work.seq, 0))
+                    if before is not None:      # receives work.seq+1 .. posted so far: out of step
+                        skewed[wire_tag] = (why, min(after, work.seq), self._recvd[work.src, work.tag])
+                    self._drains += [self._raw_irecv(scratch[:sent[wire_tag]], work.src, wire_tag)
+                                     for _ in range(count)]
+            # gloo stalls a connection when a part arrives for a receive whose Work was freed:
+            # keep ours alive (a part may still land in this failed receive's buffer).
+            self._drains += work.parts
 
     def _listen(self) -> None:
         byes = 0
@@ -147,21 +182,17 @@ class Framer:
                 if kind == _BYE:
                     byes += 1
                     continue
-                if kind == _READY:
-                    room = _HEADER.unpack_from(control.numpy())[5]
-                    waiting = self._meet(self._unready, self._ready, (src, tag, seq), room)
-                    if waiting is not None:
-                        self._send_payload(waiting, src, tag, seq, room)
-                    continue
-                pending = self._meet(self._posted, self._early, (src, tag, seq), control)
+                with self._lock:
+                    pending = self._posted.pop((src, tag, seq), None)
+                    if pending is None:
+                        self._early[src, tag, seq] = control
                 if pending is not None:
                     self._match(pending, control)
         except BaseException as exc:  # noqa: BLE001 - a peer died or the group was torn down
             with self._lock:
                 self._broken = exc
                 pending, self._posted = list(self._posted.values()), {}
-                unready, self._unready = list(self._unready.values()), {}
-            for work in pending + unready:
+            for work in pending:
                 work.fail(exc)
 
     def close(self, timeout: float | None = 10.0) -> None:
@@ -175,53 +206,39 @@ class Framer:
         self._listener.join(timeout)
 
 
-_DUMMY = torch.zeros(1, dtype=torch.uint8)
+def _numel(shape) -> int:
+    n = 1
+    for d in shape:
+        n *= d
+    return n
+
+
+def _waiter(timeout: float | None):
+    """left() -> seconds left of `timeout` from now on (None: no limit)."""
+    end = None if timeout is None else time.monotonic() + timeout
+    return lambda: None if end is None else max(0.0, end - time.monotonic())
 
 
 class _SendWork(Work):
-    """A framed send: the header, then (for large tensors) the payload once it may go."""
+    """A framed send: the header and the payload's raw messages, all posted at once."""
 
-    def __init__(self, header: Work, keep):
-        self._header = header
+    def __init__(self, works: list[Work], keep):
+        self._works = works
         self.keep = keep                    # (control, tensor): buffers must outlive the transfer
-        self._payload: Work | None = None
-        self._posted = threading.Event()    # set when the payload is posted (or not needed)
-        self._posted.set()
-        self._error: BaseException | None = None
-
-    def pending(self) -> None:
-        """The payload will be posted later, when the receiver says it is ready."""
-        self._posted.clear()
-
-    def post(self, payload: Work | None) -> None:
-        self._payload = payload
-        self._posted.set()
-
-    def fail(self, exc: BaseException) -> None:
-        self._error = PeerFailedError(f"the connection broke before the receiver was ready "
-                                      f"({type(exc).__name__}); another rank probably failed first")
-        self._posted.set()
 
     def wait(self, timeout: float | None) -> None:
-        end = None if timeout is None else time.monotonic() + timeout
-
-        def left():
-            return None if end is None else max(0.0, end - time.monotonic())
-        self._header.wait(left())
-        if not self._posted.wait(left()):
-            raise DeadlineExpired("send: the receiver has not posted its receive")
-        if self._error is not None:
-            raise self._error
-        if self._payload is not None:
-            self._payload.wait(left())
+        left = _waiter(timeout)
+        while self._works:                  # a wait cut short by a deadline may be waited on again
+            self._works[0].wait(left())
+            self._works.pop(0)
 
 
 class _RecvWork(Work):
     def __init__(self, tensor: torch.Tensor, src: int, tag: int, seq: int, op: str):
         self.tensor, self.src, self.tag, self.seq, self.op = tensor, src, tag, seq, op
         self.ready = threading.Event()      # set once the header was matched (or failed)
-        self.payload: Work | None = None
-        self.announced = None               # (work, buffer) of the READY message (announce mode)
+        self.parts: list[Work] = []         # the payload's raw receives, in order
+        self.wire_tags: list[int] = []      # and their wire tags
         self.error: BaseException | None = None
 
     def fail(self, exc: BaseException) -> None:
@@ -231,13 +248,11 @@ class _RecvWork(Work):
         self.ready.set()
 
     def wait(self, timeout: float | None) -> None:
-        end = None if timeout is None else time.monotonic() + timeout
-        if self.announced is not None:
-            self.announced[0].wait(timeout)
-            self.announced = None
-        if not self.ready.wait(None if end is None else max(0.0, end - time.monotonic())):
+        left = _waiter(timeout)
+        if not self.ready.wait(left()):
             raise DeadlineExpired(f"recv from {self.src} tag {self.tag}")
         if self.error is not None:
             raise self.error
-        if self.payload is not None:
-            self.payload.wait(None if end is None else max(0.0, end - time.monotonic()))
+        while self.parts:
+            self.parts[0].wait(left())
+            self.parts.pop(0)

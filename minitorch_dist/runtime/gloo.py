@@ -2,7 +2,8 @@
 
 Each Group owns a ProcessGroupGloo built directly from the job's store (no global
 torch.distributed state, so several jobs and sub-groups live side by side).
-Point-to-point messages are framed by framing.Framer (header + payload). Waits take
+Point-to-point messages are framed by framing.Framer (header + payload parts whose wire
+tags carry their lengths: gloo aborts on a message larger than its receive). Waits take
 the run's deadline: gloo's own per-op timeout. Its expiry closes the connection,
 which is fine: a deadline expiry ends the run with a deadlock report.
 """
@@ -66,7 +67,7 @@ class GlooBackend(Backend):
         self._pg_timeout = pg_timeout
         self._pg = dist.ProcessGroupGloo(dist.PrefixStore(f"pg/{key}", store), rank, size, timeout)
         self._framer = Framer(self._raw_isend, self._raw_irecv, self._raw_irecv_any, rank, size,
-                              self._name_rank, announce=True)
+                              self._name_rank, exact_parts=True)
 
     def _name_rank(self, r: int) -> str:
         w = self.world_ranks[r]

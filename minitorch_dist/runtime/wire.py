@@ -2,8 +2,10 @@
 
 A control message is an int64[16] header (magic, kind, sender's op, dtype, ndim,
 numel, tag, sequence number, sender's rank, shape...) followed, for payloads up to
-16 KiB - 128 bytes, by the payload itself; listeners post 16 KiB receives. Larger payloads travel as a second raw message on
-data tag (tag << SEQ_BITS) | seq. How messages flow is framing.py's business.
+16 KiB - 128 bytes, by the payload itself; listeners post 16 KiB receives. Larger payloads
+travel as raw messages of their own: on mpi one, on data tag (tag << SEQ_BITS) | seq; on gloo
+one per part of payload_parts(), on part_tag(tag, seq, code), so that a payload only ever meets
+a receive of exactly its own byte count. How messages flow is framing.py's business.
 
 check_match is shared by every backend (sim too), so a receive whose buffer does not
 match what was sent reads the same everywhere: both ranks, both shapes, both ops.
@@ -26,8 +28,11 @@ TAG_BITS = 11                       # user tags 0..2047
 MAX_TAG = (1 << TAG_BITS) - 1
 SEQ_BITS = 19                       # data wire tags fit in 30 bits
 CONTROL_TAG = 1 << 30
+# gloo part tags (< CONTROL_TAG): code << 17 | (seq mod 64) << 11 | tag, code = exponent << 8 | mantissa
+PART_SEQ_BITS, PART_MANT_BITS, PART_EXP_BITS = 6, 8, 5
+MAX_PAYLOAD_BYTES = 1 << (PART_MANT_BITS + (1 << PART_EXP_BITS) - 1)   # 2**39: 512 GiB
 OPS = ("send", "isend", "sendrecv")
-_MSG, _BYE, _READY = 0, 1, 2     # control kinds: a header; goodbye; "my receive is posted"
+_MSG, _BYE = 0, 1                # control kinds: a header; goodbye
 _HEADER = struct.Struct(f"<{HEADER_LEN}q")   # magic, kind, op, dtype, ndim, numel, tag, seq, src, shape
 
 _DTYPE_NAMES = ["float32", "float64", "float16", "bfloat16", "int8", "uint8", "int16", "int32",
@@ -63,7 +68,7 @@ def encode_header(tensor: torch.Tensor, op: str, tag: int, seq: int, src: int) -
 
 
 def encode_control(kind: int, src: int, numel: int = 0, tag: int = 0, seq: int = 0) -> torch.Tensor:
-    """A control message with no tensor: goodbye (_BYE) or "my receive is posted" (_READY)."""
+    """A control message with no tensor (_BYE: goodbye)."""
     control = torch.zeros(HEADER_LEN * 8, dtype=torch.uint8)
     _HEADER.pack_into(control.numpy(), 0, MAGIC, kind, 0, 0, 0, numel, tag, seq, src, *([0] * MAX_NDIM))
     return control
@@ -101,6 +106,32 @@ def check_match(buffer: torch.Tensor, sent_dtype: torch.dtype, sent_shape: tuple
         f"{describe(sent_dtype, sent_shape)} ({n_sent} elements) with {sent_op}: the {what} differs. "
         f"What to do: allocate the buffer as torch.empty({tuple(sent_shape)}, "
         f"dtype={sent_dtype}) on {receiver}, or change what {sender} sends.")
+
+
+def payload_parts(nbytes: int) -> list[tuple[int, int, int]]:
+    """[(offset, length, code)]: `nbytes` cut into parts of length m * 2**e (m < 2**8, e < 32),
+    largest first; code = e << 8 | m names the length exactly.
+
+    Gloo aborts the process when a message is larger than its posted receive. A part's wire
+    tag carries its code, so a part only ever meets a receive of its own length. A 4 MiB
+    payload is one part; 4000012 bytes (20 significant bits) are three.
+    """
+    if nbytes >= MAX_PAYLOAD_BYTES:
+        raise ValueError(f"messages of {nbytes} bytes are too large for the gloo wire format "
+                         f"(at most {MAX_PAYLOAD_BYTES - 1}); send them in pieces")
+    parts, offset, left = [], 0, nbytes
+    while left:
+        exponent = max(0, left.bit_length() - PART_MANT_BITS)
+        mantissa = left >> exponent
+        length = mantissa << exponent
+        parts.append((offset, length, (exponent << PART_MANT_BITS) | mantissa))
+        offset, left = offset + length, left - length
+    return parts
+
+
+def part_tag(tag: int, seq: int, code: int) -> int:
+    """The gloo wire tag of one payload part: user tag, sequence number mod 64, length code."""
+    return (code << (TAG_BITS + PART_SEQ_BITS)) | ((seq % (1 << PART_SEQ_BITS)) << TAG_BITS) | tag
 
 
 def as_bytes(tensor: torch.Tensor) -> torch.Tensor:

@@ -1,0 +1,161 @@
+"""Gloo's message framing: payload parts whose wire tags carry their exact lengths, headers
+received directly, and what a mismatch leaves behind (framing.py, wire.py)."""
+
+import random
+import time
+
+import pytest
+import torch
+
+from minitorch_dist import MessageMismatchError, RankError, launch
+from minitorch_dist.runtime.wire import (CONTROL_TAG, INLINE_BYTES, MAX_PAYLOAD_BYTES, MAX_TAG, PART_MANT_BITS,
+                                         PART_SEQ_BITS, part_tag, payload_parts)
+
+FLOATS = INLINE_BYTES // 4 + 1          # the smallest float32 message that is not inline
+
+
+def _sizes():
+    rng = random.Random(0)
+    edge = [INLINE_BYTES + 1, 1 << 22, (1 << 22) + 1, (1 << 22) - 1, 4000012, MAX_PAYLOAD_BYTES - 1, 255, 256, 257]
+    return edge + [rng.randrange(INLINE_BYTES, 1 << rng.randrange(15, 39)) for _ in range(300)]
+
+
+def test_parts_cover_the_payload_and_name_their_lengths():
+    assert len(payload_parts(1 << 22)) == 1 and len(payload_parts(4000012)) == 3
+    for nbytes in _sizes():
+        parts = payload_parts(nbytes)
+        assert sum(length for _, length, _ in parts) == nbytes
+        assert [offset for offset, _, _ in parts] == [sum(n for _, n, _ in parts[:i]) for i in range(len(parts))]
+        for _, length, code in parts:
+            mantissa, exponent = code & ((1 << PART_MANT_BITS) - 1), code >> PART_MANT_BITS
+            assert length == mantissa << exponent > 0          # the code is the length, exactly
+        lengths = [length for _, length, _ in parts]
+        assert lengths == sorted(set(lengths), reverse=True), nbytes   # distinct lengths: distinct wire tags
+        significant = nbytes.bit_length() - (nbytes & -nbytes).bit_length() + 1
+        assert len(parts) <= -(-significant // PART_MANT_BITS), nbytes
+
+
+def test_part_tags_are_distinct_and_below_the_control_tag():
+    codes = {code for n in _sizes() for _, _, code in payload_parts(n)} | {0}   # 0: the header
+    seen = set()
+    for tag in (0, 1, MAX_TAG):
+        for seq in range(2 << PART_SEQ_BITS):
+            for code in codes:
+                wire = part_tag(tag, seq, code)
+                assert 0 <= wire < CONTROL_TAG
+                seen.add((wire, tag, seq % (1 << PART_SEQ_BITS), code))
+    assert len({s[0] for s in seen}) == len(seen)
+
+
+def test_a_payload_too_large_for_the_wire_format_is_a_clear_error():
+    with pytest.raises(ValueError, match="too large for the gloo wire format"):
+        payload_parts(MAX_PAYLOAD_BYTES)
+
+
+def _mismatch_then_continue(group, sent, received):
+    """Rank 1 receives `sent` floats into a buffer of `received`, catches the error, and the
+    channel goes on: the next message on the same tag and one on another tag arrive intact."""
+    if group.rank == 0:
+        group.send(torch.arange(float(sent)), 1)           # must return: no hang, no abort
+        group.send(torch.full((FLOATS + 7,), 7.0), 1)      # same tag, next sequence number
+        group.send(torch.full((FLOATS,), 5.0), 1, tag=5)
+        return "sent"
+    try:
+        group.recv(torch.empty(received), 0)
+        return "no error"
+    except MessageMismatchError as exc:
+        text = str(exc)
+    after = group.recv(torch.empty(FLOATS + 7), 0)
+    other = group.recv(torch.empty(FLOATS), 0, tag=5)
+    return text, bool((after == 7).all()), bool((other == 5).all())
+
+
+@pytest.mark.parametrize("sent, received", [(2 * FLOATS, FLOATS),       # larger sender, both payloads
+                                            (FLOATS, 2 * FLOATS + 3),   # smaller sender
+                                            (100, 3 * FLOATS),          # inline sender, payload receive
+                                            (3 * FLOATS, 100)])         # payload sender, inline receive
+def test_mismatch_over_inline_frees_the_sender_and_keeps_the_channel(sent, received):
+    sender, (text, after_ok, other_ok) = launch(_mismatch_then_continue, 2, args=(sent, received), deadline=20)
+    assert sender == "sent"
+    assert "recv on rank 1 from rank 0 (tag 0)" in text and f"({sent},)" in text and f"({received},)" in text
+    assert after_ok and other_ok
+
+
+def _mismatch_not_waited(group):
+    """Rank 1 waits on its mismatched receive only after a message that rank 0 sends once its
+    own (mismatched) send is done: the receive must free the sender without being waited on."""
+    if group.rank == 0:
+        group.send(torch.zeros(3 * FLOATS), 1)
+        group.send(torch.ones(4), 1, tag=1)
+    else:
+        handle = group.irecv(torch.empty(2 * FLOATS), 0)
+        group.recv(torch.empty(4), 0, tag=1)
+        handle.wait()
+
+
+def test_mismatch_frees_the_sender_before_the_receive_is_waited(no_leftover_processes):
+    start = time.monotonic()
+    with pytest.raises(RankError) as info:
+        launch(_mismatch_not_waited, 2, deadline=20)
+    assert info.value.rank == 1 and isinstance(info.value.cause, MessageMismatchError)
+    assert "rank 1 from rank 0" in str(info.value) and time.monotonic() - start < 15
+
+
+def _skewed_tags(group):
+    """After a mismatch that leaves receives unfilled, a later message whose wire tags they hold
+    (same tag, sequence number 64 later, same size) fails clearly instead of taking wrong bytes."""
+    wrap = 1 << PART_SEQ_BITS
+    if group.rank == 0:
+        for k in range(wrap + 1):
+            group.send(torch.full((FLOATS if k == 0 else 2 * FLOATS,), float(k)), 1)
+        return None
+    outcomes = []
+    for k in range(wrap + 1):
+        try:
+            got = group.recv(torch.empty(2 * FLOATS), 0)
+            outcomes.append(bool((got == k).all()))
+        except MessageMismatchError as exc:
+            outcomes.append(str(exc))
+    return outcomes
+
+
+def test_receives_left_out_of_step_fail_clearly():
+    outcomes = launch(_skewed_tags, 2, deadline=30)[1]
+    assert "the size differs" in outcomes[0]
+    assert outcomes[1:-1] == [True] * (len(outcomes) - 2)
+    assert "out of step" in outcomes[-1] and "message 0 on this tag from rank 0 did not match" in outcomes[-1]
+
+
+def _many_outstanding(group, sizes):
+    """Rank 0 posts every message at once (mixed sizes, one tag), rank 1 posts every receive and
+    waits in reverse order: each buffer gets its own message (non-overtaking)."""
+    if group.rank == 0:
+        handles = [group.isend(torch.full((n,), float(k)), 1, tag=3) for k, n in enumerate(sizes)]
+        for h in handles:
+            h.wait()
+        return None
+    bufs = [torch.empty(n) for n in sizes]
+    handles = [group.irecv(b, 0, tag=3) for b in bufs]
+    for h in reversed(handles):
+        h.wait()
+    return [bool((b == k).all()) for k, b in enumerate(bufs)]
+
+
+def test_many_outstanding_payloads_keep_their_order():
+    sizes = [(FLOATS, 5, 2 * FLOATS + 1, FLOATS + 99991, 1 << 16)[k % 5] for k in range(150)]
+    assert launch(_many_outstanding, 2, args=(sizes,), deadline=60)[1] == [True] * len(sizes)
+
+
+def _send_waited_first(group):
+    """The sender waits on its isend before the receiver has posted the receive."""
+    x = torch.arange(float(3 * FLOATS + 1))
+    if group.rank == 0:
+        group.isend(x, 1).wait()
+        return time.monotonic()
+    time.sleep(0.3)
+    got = group.recv(torch.empty_like(x), 0)
+    return bool(torch.equal(got, x))
+
+
+def test_waiting_on_isend_before_the_receive_is_posted():
+    assert launch(_send_waited_first, 2, deadline=20)[1] is True
