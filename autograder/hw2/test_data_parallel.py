@@ -29,6 +29,7 @@ def by_version(*more):
 
 
 @pytest.mark.points(21)
+@pytest.mark.time_limit(120)       # 4 world sizes: a deadlocking version costs a 10 s deadline at each
 @pytest.mark.parametrize("version,p", by_version(WORLD_SIZES))
 def test_ddp_matches_single_process(version, p):
     judge(CORE.outcomes(p, version), training_problems)

@@ -16,6 +16,7 @@ from autograder.hw2.cases import PS, WORLD_SIZES
 
 @pytest.mark.task2_1
 @pytest.mark.points(8)
+@pytest.mark.time_limit(120)       # 4 world sizes: a deadlock costs a 10 s deadline at each
 @pytest.mark.parametrize("p", WORLD_SIZES)
 def test_parameter_server_matches_single_process(p):
     judge(PS.outcomes(p, "ps", "core"), training_problems)
