@@ -14,7 +14,8 @@ Files: hw2_setup.py (cases, models, data, the reference run), hw2_ranks.py (rank
 (launching, suites), hw2_checks.py (the verdict), ../../common/rank_runs.py (batched launches, the
 stub memo, the judge; shared with homework 1). A case that raises on a rank stops the launch; that
 case records the error and the others run again. A stub's NotImplementedError is remembered per
-task: that task's later cases fail at once without a launch.
+kind (ring_gossip, dpsgd, ...): that kind's later cases fail at once without a launch (per kind,
+not per task: a task may have a stub and a finished function).
 """
 
 from __future__ import annotations
@@ -55,7 +56,7 @@ def try_launch(fn, p: int, args=(), backend: str = "gloo", network: SimNetwork |
 def run_cases(cases, p: int, backend: str = "gloo", network: SimNetwork | None = None) -> list[Outcome]:
     """Run `cases` on p ranks in one launch; one Outcome per case, in order (errors recorded, never raised)."""
     cases = list(cases)
-    got = rank_runs.run_batched(run_cases_on_rank, cases, p, key=lambda c: c.task, describe=Case.describe,
+    got = rank_runs.run_batched(run_cases_on_rank, cases, p, key=lambda c: c.kind, describe=Case.describe,
                                 backend=backend, network=network, **HW2_LAUNCH)
     return [Outcome(case, p, backend, error=res[1]) if res[0] == "error" else Outcome(case, p, backend, res[1])
             for case, res in zip(cases, got)]

@@ -143,8 +143,8 @@ RUNNERS = {"ps": run_ps, "allreduce": run_dp, "overlap": run_dp, "bucketed": run
 
 
 def run_cases_on_rank(group, cases: list[Case]) -> list[dict]:
-    """Rank code: run every case in order (a stub's error is recorded per task, others stop the launch)."""
-    return run_case_list(group, cases, lambda case, g: RUNNERS[case.kind](case, g), key=lambda c: c.task)
+    """Rank code: run every case in order (a stub's error is recorded per kind, others stop the launch)."""
+    return run_case_list(group, cases, lambda case, g: RUNNERS[case.kind](case, g), key=lambda c: c.kind)
 
 
 def rank_bucketed_rank_dies(group, die_rank: int, die_step: int, steps: int = 6):
