@@ -14,7 +14,9 @@ Files: hw4_setup.py (configs, dense model, inputs, the dense reference), hw4_ran
 this file (launching, suites), hw4_checks.py (the verdict), ../../common/rank_runs.py (batched
 launches, the stub memo, the judge; shared by every homework). A case that raises on a rank stops
 the launch; that case records the error and the others run again. A stub's NotImplementedError is
-remembered per task: that task's later cases fail at once without a launch.
+remembered per kind of piece: that kind's later cases fail at once without a launch (per kind, not
+per task: the model case is task 4.4 but fails on a 4.3 stub, and a task may mix stubs and
+finished pieces).
 """
 
 from __future__ import annotations
@@ -50,7 +52,7 @@ class Outcome:
 def run_cases(cases, p: int, backend: str = "gloo", network: SimNetwork | None = None) -> list[Outcome]:
     """Run `cases` on p ranks in one launch; one Outcome per case, in order (errors recorded, never raised)."""
     cases = list(cases)
-    got = rank_runs.run_batched(run_cases_on_rank, cases, p, key=lambda c: c.task, describe=Case.describe,
+    got = rank_runs.run_batched(run_cases_on_rank, cases, p, key=lambda c: c.kind, describe=Case.describe,
                                 backend=backend, network=network, **HW4_LAUNCH)
     return [Outcome(case, p, backend, error=res[1]) if res[0] == "error" else Outcome(case, p, backend, res[1])
             for case, res in zip(cases, got)]

@@ -119,7 +119,7 @@ def run_bad_input(case: Case, group) -> dict:
 
 
 def run_cases_on_rank(group, cases: list[Case]) -> list[dict]:
-    """Rank code: run every case in order (a stub's error is recorded per task, others stop the launch)."""
+    """Rank code: run every case in order (a stub's error is recorded per kind, others stop the launch)."""
     def run_one(case, g):
         return run_bad_input(case, g) if case.kind.startswith("bad_") else run_piece(case, g)
-    return run_case_list(group, cases, run_one, key=lambda c: c.task)
+    return run_case_list(group, cases, run_one, key=lambda c: c.kind)
