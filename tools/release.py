@@ -54,20 +54,26 @@ def homeworks(root: str = ROOT) -> list[str]:
     return sorted(d for d in os.listdir(base) if os.path.exists(os.path.join(base, d, "homework.json")))
 
 
-def solution_lines(root: str = ROOT) -> set[str]:
-    """Stripped lines inside solution regions that would give an answer away (not `return x`, `)` ...)."""
-    found = set()
+def solution_regions(root: str = ROOT) -> list[list[str]]:
+    """The telling lines (is_telling) of every solution region, stripped, in order."""
+    regions = []
     for rel in solution_files(root):
-        inside = False
+        current = None
         with open(os.path.join(root, SOLUTIONS, rel)) as f:
             for line in f:
                 if BEGIN.match(line):
-                    inside = True
+                    current = []
                 elif END.match(line):
-                    inside = False
-                elif inside and is_telling(line):
-                    found.add(line.strip())
-    return found
+                    regions.append(current)
+                    current = None
+                elif current is not None and is_telling(line):
+                    current.append(line.strip())
+    return regions
+
+
+def solution_lines(root: str = ROOT) -> set[str]:
+    """Every telling line of every solution region."""
+    return {line for region in solution_regions(root) for line in region}
 
 
 # Lines of a solution region that carry no answer: rank/neighbour bookkeeping that the kit's
@@ -81,6 +87,9 @@ GENERIC = {
     "if group.size < 2:",
     "start = group.now()",
 }
+
+
+LONG_LINE = 60     # a solution line this long found anywhere is a leak by itself
 
 
 def is_telling(line: str) -> bool:
@@ -143,17 +152,30 @@ def readable_text(path: str) -> str:
         return text
 
 
+def leaks_in_text(text: str, root: str = ROOT) -> list[str]:
+    """The solution markers and solution text in `text` (a file as a reader sees it).
+
+    Solution text is two telling lines that follow each other in a solution region and follow
+    each other in the text (other lines skipped on both sides), or one telling line of
+    LONG_LINE characters or more. A single short line (`for h in handles:`, `if group.size == 1:`)
+    is ordinary code that provided files write the same way, not a leak.
+    """
+    regions = solution_regions(root)
+    long_lines = {line for region in regions for line in region if len(line) >= LONG_LINE}
+    pairs = {pair for region in regions for pair in zip(region, region[1:])}
+    telling = [line.strip() for line in text.splitlines() if is_telling(line)]
+    found = {line for line in telling if line in long_lines}
+    found |= {f"{a} / {b}" for a, b in zip(telling, telling[1:]) if (a, b) in pairs}
+    return [f"marker {m!r}" for m in MARKERS if m in text] + [f"solution text {t!r}" for t in sorted(found)]
+
+
 def find_leaks(folder: str, root: str = ROOT) -> list[str]:
-    """'path: what' for every solution marker or solution line in the text files under `folder`."""
-    lines = solution_lines(root)
+    """'path: what' for every solution marker or solution text (leaks_in_text) under `folder`."""
     leaks = []
     for path in sorted(glob.glob(os.path.join(folder, "**", "*"), recursive=True)):
-        if not path.endswith(SCANNED) or not os.path.isfile(path):
-            continue
-        text = readable_text(path)
-        rel = os.path.relpath(path, folder)
-        leaks += [f"{rel}: marker {m!r}" for m in MARKERS if m in text]
-        leaks += [f"{rel}: solution line {line!r}" for line in sorted(lines) if line in text]
+        if path.endswith(SCANNED) and os.path.isfile(path):
+            rel = os.path.relpath(path, folder)
+            leaks += [f"{rel}: {what}" for what in leaks_in_text(readable_text(path), root)]
     return leaks
 
 

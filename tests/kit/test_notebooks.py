@@ -39,7 +39,7 @@ from tools.notebooks_src import lecture02 as lecture02_src  # noqa: E402
 from tools.notebooks_src import lecture04 as lecture04_src  # noqa: E402
 from tools.notebooks_src._nb import render  # noqa: E402
 from tools.overlay import ROOT, overlay  # noqa: E402
-from tools.release import MARKERS, readable_text, solution_lines  # noqa: E402
+from tools.release import leaks_in_text, readable_text  # noqa: E402
 
 pytestmark = [pytest.mark.notebook, pytest.mark.slow]
 
@@ -265,8 +265,7 @@ def test_autograde_answers_on_stubs_score_only_part_a(course, stub_grades):
 # -- what students receive ----------------------------------------------------------------------
 def _leaks(path: str) -> list[str]:
     """Solution markers and reference-solution lines found in a file as a reader sees it."""
-    text = readable_text(path)
-    return [m for m in MARKERS if m in text] + [line for line in sorted(solution_lines()) if line in text]
+    return leaks_in_text(readable_text(path))
 
 
 @pytest.mark.parametrize("name", list(LECTURES))

@@ -33,20 +33,36 @@ def released(tmp_path_factory):
     return str(out), report
 
 
-def region_lines() -> set[str]:
-    """Every non-trivial stripped line between BEGIN SOLUTION and END SOLUTION in solutions/."""
-    lines, inside = set(), False
+def region_runs() -> list[list[str]]:
+    """The non-trivial stripped lines between BEGIN SOLUTION and END SOLUTION in solutions/, per region."""
+    runs, current = [], None
     for path in solution_files():
         with open(os.path.join(ROOT, SOLUTIONS, path)) as f:
             for line in f:
                 text = line.strip()
                 if re.match(r"# BEGIN SOLUTION\b", text):
-                    inside = True
+                    current = []
                 elif re.match(r"# END SOLUTION\b", text):
-                    inside = False
-                elif inside and len(text) >= 16 and not text.startswith("#") and text not in TRIVIAL:
-                    lines.add(text)
-    return lines
+                    runs.append(current)
+                    current = None
+                elif current is not None and len(text) >= 16 and not text.startswith("#") and text not in TRIVIAL:
+                    current.append(text)
+    return runs
+
+
+def region_lines() -> set[str]:
+    return {line for run in region_runs() for line in run}
+
+
+def solution_hits(text: str) -> list[str]:
+    """Two region lines in a row found in a row in `text` (other lines skipped), or one region line
+    of 60+ characters: a single short line (`for h in handles:`) is ordinary code, not a leak."""
+    runs = region_runs()
+    pairs = {pair for run in runs for pair in zip(run, run[1:])}
+    lines = [line.strip() for line in text.splitlines()]
+    lines = [t for t in lines if len(t) >= 16 and not t.startswith("#") and t not in TRIVIAL]
+    hits = {t for t in lines if len(t) >= 60 and t in region_lines()}
+    return sorted(hits | {f"{a} / {b}" for a, b in zip(lines, lines[1:]) if (a, b) in pairs})
 
 
 def shipped_texts(folder: str) -> dict[str, str]:
@@ -86,10 +102,9 @@ def test_no_solution_or_hidden_test_markers(released):
 
 
 def test_no_solution_line_in_any_released_file(released):
-    lines = region_lines()
-    assert len(lines) > 40, "the check must cover the reference code (found too few solution lines)"
+    assert len(region_lines()) > 40, "the check must cover the reference code (found too few solution lines)"
     texts = shipped_texts(released[0])
-    hits = [f"{path}: {line}" for path, text in texts.items() for line in lines if line in text]
+    hits = [f"{path}: {hit}" for path, text in texts.items() for hit in solution_hits(text)]
     assert hits == []
 
 
@@ -106,9 +121,9 @@ def test_stubs_ship_equal_to_what_tools_stubs_generates(released):
 
 def test_homework_files_and_public_tests_ship(released):
     out, _ = released
-    for rel in os.listdir(os.path.join(ROOT, "assignments", "common")):   # the harness every public suite imports
-        if rel.endswith(".py"):
-            assert os.path.exists(os.path.join(out, "assignments", "common", rel)), rel
+    for name in os.listdir(os.path.join(ROOT, "assignments", "common")):  # the harness every public suite imports
+        if name.endswith(".py"):
+            assert os.path.exists(os.path.join(out, "assignments", "common", name)), name
     for hw in rel.homeworks():
         manifest = homework_manifest(hw)
         for path in manifest["editable"]:
@@ -149,7 +164,8 @@ def test_lectures_ship_with_outputs(released):
 
 
 def test_leak_scan_catches_planted_lines(tmp_path):
-    line = sorted(region_lines())[0]
+    run = next(run for run in region_runs() if len(run) >= 2)
+    line = f"{run[0]}\n    {run[1]}"                                   # two solution lines in a row
     (tmp_path / "leak.py").write_text(f"def f():\n    {line}\n")
     nb = {"cells": [{"cell_type": "code", "source": [f"{line}\n"], "metadata": {}, "outputs": [],
                      "execution_count": None}], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
@@ -158,7 +174,9 @@ def test_leak_scan_catches_planted_lines(tmp_path):
     leaks = rel.find_leaks(str(tmp_path))
     for name in ("leak.py", "leak.ipynb", "hidden.py"):
         assert any(leak.startswith(name + ":") for leak in leaks), (name, leaks)
-    assert line in shipped_texts(str(tmp_path))["leak.ipynb"]          # this module's own scan sees it too
+    assert solution_hits(shipped_texts(str(tmp_path))["leak.ipynb"])    # this module's own scan sees it too
+    (tmp_path / "alone.py").write_text(f"def g():\n    {run[0]}\n")    # one short line alone is not a leak
+    assert not any(leak.startswith("alone.py:") for leak in rel.find_leaks(str(tmp_path))) or len(run[0]) >= 60
 
 
 def test_release_refuses_drifted_stubs_and_a_full_outdir(tmp_path):
