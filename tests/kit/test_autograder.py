@@ -233,8 +233,13 @@ def real_suites(hw):
 @pytest.mark.timeout(3600)      # up to MINITORCH_GRADING_RUNS gradings of a few minutes each
 @pytest.mark.parametrize("hw", [real_suites(hw) for hw in HOMEWORKS])
 def test_real_suites_solutions_full_marks(marked_env, hw):
-    """The solutions get full marks on every grading: MINITORCH_GRADING_RUNS gradings (CI sets 3)."""
-    runs = int(os.environ.get("MINITORCH_GRADING_RUNS", "1"))
+    """The solutions get full marks on every grading, with identical scores.
+
+    MINITORCH_GRADING_RUNS gradings of homework 1 (CI sets 3: the autograder's repeat check);
+    later homeworks are graded once per run of the suite, which keeps CI near its time budget
+    (one grading of hw1 costs about 130 s of 2 cores, hw2 about 55 s, hw4 about 40 s).
+    """
+    runs = int(os.environ.get("MINITORCH_GRADING_RUNS", "1")) if hw == "hw1" else 1
     scores = []
     for _ in range(runs):
         solved = grade(hw, "solutions", out=None, quiet=True, jobs=2)

@@ -1,4 +1,4 @@
-"""The mpi backend under a real mpirun: every Group op at world sizes 1..8, and faults.
+"""The mpi backend under a real mpirun: every Group op at world sizes 1, 2, 3, 5 and 8, and faults.
 
 Each job runs `mpirun -n N python tests/runtime/mpi_scripts/<script>.py [case]`. The
 ranks check their own results and print `MTD_RESULT {json}` lines; the verdict is
@@ -182,10 +182,10 @@ def test_import_does_not_initialise_mpi():
     assert out.stdout.strip() == "False", out.stderr
 
 
-# -- every op, world sizes 1..8 ------------------------------------------------------------
+# -- every op, world sizes 1, 2, 3, 5, 8 ----------------------------------------------------------
 
 @needs_mpirun
-@pytest.mark.parametrize("world_size", [1, 2, 3, 4, 5, 6, 7, 8])
+@pytest.mark.parametrize("world_size", [1, 2, 3, 5, 8])   # 1, powers of two, odd sizes; 4, 6 and 7 cost CI ~45 s more
 def test_every_op(world_size):
     job = run_job("ops.py", world_size)
     assert job.returncode == 0, job.describe()
