@@ -42,7 +42,7 @@ def plan_buckets(params, bucket_bytes: int) -> list[list[int]]:
 
 
 class BucketedDDP(DataParallel):
-    """Version 3: one async all-reduce (op="avg") per bucket, started when the bucket is full.
+    """Version 3: one async all-reduce per bucket (of gradients / p), started when the bucket is full.
 
     Args:
         module, group: as for every DataParallel.
