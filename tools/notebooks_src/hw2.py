@@ -49,6 +49,7 @@ CELLS = [
     from minitorch_dist import SimNetwork, cost_model, launch
     from minitorch_dist.data import global_batches, local_part, make_classification
     from minitorch_dist.data_parallel import BucketedDDP, flat_parameters, plan_buckets, write_flat_
+    from minitorch_dist.data_parallel import stragglers
     from minitorch_dist.gossip import DPSGD, SGP, exponential_peers, push_sum_step_
     from minitorch_dist.models import MLP, CharTransformer
 
@@ -427,34 +428,9 @@ CELLS = [
     NET = SimNetwork(alpha=20e-6, beta=1 / 1e9)
     SCENARIOS, METHODS = ["no straggler", "random straggler"], ["all-reduce", "D-PSGD", "SGP"]
 
-    def compute_seconds(rank, step, scenario):
-        if scenario == "random straggler":
-            slow = int(torch.randint(P, (1,), generator=torch.Generator().manual_seed(step)))
-            return BASE_COMPUTE * (SLOW if rank == slow else 1.0)
-        return BASE_COMPUTE
-
-    def train_decentralized(group, method, scenario):
-        model = MLP()
-        if method == "all-reduce":
-            ddp = BucketedDDP(model, group, bucket_size_mb=1.0)
-            opt = torch.optim.SGD(ddp.parameters(), lr=LR)
-        else:
-            trainer = (DPSGD if method == "D-PSGD" else SGP)(model, group, F.cross_entropy, lr=LR)
-        batches = global_batches(len(X), BATCH, seed=0, epoch=0) + global_batches(len(X), BATCH, seed=0, epoch=1)
-        log = []
-        for step in range(STEPS):
-            mine = local_part(batches[step % len(batches)], group.rank, group.size)
-            group.compute(compute_seconds(group.rank, step, scenario))
-            if method == "all-reduce":
-                opt.zero_grad()
-                F.cross_entropy(ddp(X[mine]), Y[mine]).backward()
-                ddp.finish_gradient_synchronization()
-                opt.step()
-            else:
-                trainer.step(X[mine], Y[mine])
-            if (step + 1) % EVERY == 0:
-                log.append((group.now(), flat_parameters(list(model.parameters()))))
-        return log
+    def train_decentralized(group, method, scenario):   # minitorch_dist/data_parallel/stragglers.py
+        return stragglers.train_decentralized(group, method, scenario, X, Y, STEPS, LR, BATCH, EVERY,
+                                              BASE_COMPUTE, SLOW)
 
     def mean_loss(flats):
         losses = []
