@@ -52,6 +52,19 @@ def mpi_rank_and_size() -> tuple[int, int] | None:
     return None
 
 
+def oversubscribed() -> bool:
+    """True when this node runs more MPI ranks than this process may use cores (read from the
+    launcher's variables): then a rank that busy-waits takes the CPU from the rank it waits for."""
+    local = _int("MPI_LOCALNRANKS") or _int("OMPI_COMM_WORLD_LOCAL_SIZE")
+    if local is None:
+        return False
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:              # macOS, Windows
+        cores = os.cpu_count() or 1
+    return local > cores
+
+
 def slurm_master() -> tuple[str, int]:
     """MASTER_ADDR/MASTER_PORT for srun: from the environment, else derived from the job."""
     addr = os.environ.get("MASTER_ADDR")

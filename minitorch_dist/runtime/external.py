@@ -58,8 +58,8 @@ def _world_for(job: ExternalJob, backend: str):
         return _world["backend"], _world["store"]
     comm = None
     if job.launcher == "mpirun":
-        from mpi4py import MPI
-        comm = MPI.COMM_WORLD
+        from .mpi_progress import _mpi
+        comm = _mpi().COMM_WORLD
     store = _store(job, comm)
     if backend == "mpi":
         from .mpi import MpiBackend
@@ -122,8 +122,9 @@ def run_external(fn, world_size, job: ExternalJob, args, kwargs, backend, deadli
             sys.stdout.flush()
             sys.stderr.write("".join(f"[rank {job.rank}] {line}\n" for line in str(error).splitlines()))
             sys.stderr.flush()
-            from mpi4py import MPI
-            MPI.COMM_WORLD.Abort(1)
+            time.sleep(0.3)            # let mpiexec forward that text: MPI_Abort kills its pipes too
+            from .mpi_progress import _mpi
+            _mpi().COMM_WORLD.Abort(1)
         raise error
     _, value, counters, events = reply
     gathered = _all_gather_objects(world, (value, counters, events), deadline)

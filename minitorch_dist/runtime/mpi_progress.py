@@ -8,21 +8,31 @@ and MPI to rank code (two threads in MPI slow each other down).
 
 from __future__ import annotations
 
+import os
+import sys
 import threading
 import time
 
 import torch
 
 from .backend import DeadlineExpired, Work
+from .env import oversubscribed
 from .errors import PeerFailedError
 
-_SPIN_S = 5e-3        # busy-poll this long first: a message in flight completes at full speed
+# busy-poll this long first: a message in flight completes at full speed. Not at all when the
+# node has more ranks than cores: a spinning rank then starves the one it waits for (8 ranks on
+# 2 cores ran the every-op script in 25.8 s spinning 5 ms, 16.7 s not spinning).
+_SPIN_S = 0.0 if oversubscribed() else 5e-3
 _NAP_MIN_S = 1e-5     # then sleep between polls, doubling from this...
 _NAP_MAX_S = 1e-3     # ...up to this: a long wait costs little CPU and is at most ~1 ms late
 _LISTEN_NAP_S = 1e-3  # the idle listener's nap: rank code keeps the CPU and drives MPI
 
 def _mpi():
     """The mpi4py.MPI module (initialises MPI on first call)."""
+    if "mpi4py.MPI" not in sys.modules and oversubscribed():
+        # MPICH's busy waits (its lock hand-off between our two threads) then nap instead of
+        # calling sched_yield: 8 ranks on 2 cores ran the every-op script in 16-17 s, not 18-24 s
+        os.environ.setdefault("MPIR_CVAR_ENABLE_HEAVY_YIELD", "1")
     from mpi4py import MPI
     return MPI
 
@@ -158,7 +168,8 @@ class _ListenWork(Work):
 
 
 class _RecvWait(Work):
-    """A Framer receive. Waiting on it makes the listener hot for up to _SPIN_S.
+    """A Framer receive. Waiting on it makes the listener hot for up to _SPIN_S (never when
+    oversubscribed: a hot listener spins in MPI_Wait).
 
     A longer wait goes on after the Framer's DeadlineExpired at _SPIN_S (its receives
     may be waited on again), with the listener back to naps.
@@ -168,6 +179,8 @@ class _RecvWait(Work):
         self._listener, self._work = listener, work
 
     def wait(self, timeout: float | None) -> None:
+        if _SPIN_S == 0:                     # oversubscribed: the listener keeps napping
+            return self._work.wait(timeout)
         self._listener.heat()
         try:
             if timeout is None or timeout > _SPIN_S:

@@ -43,7 +43,8 @@ def make_world(rank: int, world_size: int, spec: dict):
     store, board = client(), client()
     if spec["backend"] == "mpi":
         from .mpi import MpiBackend
-        from mpi4py import MPI
+        from .mpi_progress import _mpi
+        MPI = _mpi()
         backend = MpiBackend(MPI.COMM_WORLD)
     else:
         from .gloo import GlooBackend

@@ -184,7 +184,8 @@ def forked_main(rank: int, world_size: int, address, authkey: bytes, spec: dict)
 def _mpi_main() -> None:
     """Entry point under mpiexec: python -m minitorch_dist.runtime.worker HOST PORT SPEC."""
     import json
-    from mpi4py import MPI
+    from .mpi_progress import _mpi
+    MPI = _mpi()
     host, port, spec = sys.argv[1], int(sys.argv[2]), json.loads(sys.argv[3])
     authkey = bytes.fromhex(os.environ.pop("MINITORCH_DIST_AUTHKEY"))
     serve(MPI.COMM_WORLD.Get_rank(), MPI.COMM_WORLD.Get_size(), (host, port), authkey, spec)
