@@ -115,20 +115,31 @@ def _nbgrader_release(source_nb: str, homework: str, dest_nb: str) -> None:
         shutil.copyfile(released, dest_nb)
 
 
-def _execute_lectures(lectures: list[str], dest: str, root: str, timeout: float) -> None:
-    """Run each lecture (path relative to the kit) under the solutions overlay; write it with outputs."""
+def execute_notebook(path: str, env: dict, timeout: float = 600):
+    """Run the notebook at `path` under a real Jupyter kernel (cwd: its folder) with `env`;
+    return it with its outputs. Raises nbclient's CellExecutionError on the first failing cell."""
     import nbclient
+    import nbformat
+    nb = nbformat.read(path, as_version=4)
+    client = nbclient.NotebookClient(nb, timeout=timeout, kernel_name="python3", allow_errors=False,
+                                     resources={"metadata": {"path": os.path.dirname(path)}})
+    client.execute(env=env)
+    return nb
+
+
+def _execute_lectures(lectures: list[str], dest: str, root: str, timeout: float, executed: dict) -> None:
+    """Write each lecture (path relative to the kit) with outputs: taken from `executed` when it is
+    there, else run now under the solutions overlay."""
     import nbformat
     with overlay("solutions", root=root) as ov:
         for rel in lectures:
-            nb = nbformat.read(os.path.join(ov.root, rel), as_version=4)
-            client = nbclient.NotebookClient(nb, timeout=timeout, kernel_name="python3",
-                                             resources={"metadata": {"path": os.path.dirname(os.path.join(ov.root, rel))}})
-            try:
-                client.execute(env=ov.env())
-            except Exception as exc:  # noqa: BLE001 - any cell error stops the release with its text
-                raise ReleaseError(f"lecture {rel} failed under the solutions overlay: "
-                                   f"{type(exc).__name__}: {str(exc)[-2000:]}") from None
+            nb = executed.get(rel)
+            if nb is None:
+                try:
+                    nb = execute_notebook(os.path.join(ov.root, rel), ov.env(), timeout)
+                except Exception as exc:  # noqa: BLE001 - any cell error stops the release with its text
+                    raise ReleaseError(f"lecture {rel} failed under the solutions overlay: "
+                                       f"{type(exc).__name__}: {str(exc)[-2000:]}") from None
             nbformat.write(nb, os.path.join(dest, rel))
 
 
@@ -152,17 +163,25 @@ def readable_text(path: str) -> str:
         return text
 
 
-def leaks_in_text(text: str, root: str = ROOT) -> list[str]:
+def leak_index(root: str = ROOT) -> tuple[set[str], set[tuple[str, str]]]:
+    """(long telling lines, pairs of telling lines in a row) of every solution region: what
+    leaks_in_text looks for. Build it once to scan many files."""
+    regions = solution_regions(root)
+    long_lines = {line for region in regions for line in region if len(line) >= LONG_LINE}
+    pairs = {pair for region in regions for pair in zip(region, region[1:])}
+    return long_lines, pairs
+
+
+def leaks_in_text(text: str, root: str = ROOT, index: tuple | None = None) -> list[str]:
     """The solution markers and solution text in `text` (a file as a reader sees it).
 
     Solution text is two telling lines that follow each other in a solution region and follow
     each other in the text (other lines skipped on both sides), or one telling line of
     LONG_LINE characters or more. A single short line (`for h in handles:`, `if group.size == 1:`)
-    is ordinary code that provided files write the same way, not a leak.
+    is ordinary code that provided files write the same way, not a leak. `index`: leak_index(root),
+    when the caller scans many texts.
     """
-    regions = solution_regions(root)
-    long_lines = {line for region in regions for line in region if len(line) >= LONG_LINE}
-    pairs = {pair for region in regions for pair in zip(region, region[1:])}
+    long_lines, pairs = index or leak_index(root)
     telling = [line.strip() for line in text.splitlines() if is_telling(line)]
     found = {line for line in telling if line in long_lines}
     found |= {f"{a} / {b}" for a, b in zip(telling, telling[1:]) if (a, b) in pairs}
@@ -171,17 +190,21 @@ def leaks_in_text(text: str, root: str = ROOT) -> list[str]:
 
 def find_leaks(folder: str, root: str = ROOT) -> list[str]:
     """'path: what' for every solution marker or solution text (leaks_in_text) under `folder`."""
-    leaks = []
+    leaks, index = [], leak_index(root)
     for path in sorted(glob.glob(os.path.join(folder, "**", "*"), recursive=True)):
         if path.endswith(SCANNED) and os.path.isfile(path):
             rel = os.path.relpath(path, folder)
-            leaks += [f"{rel}: {what}" for what in leaks_in_text(readable_text(path), root)]
+            leaks += [f"{rel}: {what}" for what in leaks_in_text(readable_text(path), root, index)]
     return leaks
 
 
 def release(outdir: str, selected: list[str] | None = None, execute_lectures: bool = True,
-            lecture_timeout: float = 600, root: str = ROOT, log=print) -> dict:
-    """Write the student copy to `outdir` (must not exist or be empty); returns what was done."""
+            lecture_timeout: float = 600, root: str = ROOT, log=print, executed: dict | None = None) -> dict:
+    """Write the student copy to `outdir` (must not exist or be empty); returns what was done.
+
+    `executed`: {lecture path relative to the kit: notebook} of lectures already run under the
+    solutions overlay (the test suite runs each once and shares it); the others run here.
+    """
     if os.path.exists(outdir) and os.listdir(outdir):
         raise ReleaseError(f"{outdir} exists and is not empty; remove it or pick another folder")
     bad = drifted(root)
@@ -218,7 +241,7 @@ def release(outdir: str, selected: list[str] | None = None, execute_lectures: bo
                                                                                     "*.ipynb"), recursive=True))
         if lectures and execute_lectures:                  # 4. lectures with outputs
             log(f"tools.release: executing {len(lectures)} lecture notebook(s) under the solutions overlay")
-            _execute_lectures(lectures, build, root, lecture_timeout)
+            _execute_lectures(lectures, build, root, lecture_timeout, executed or {})
         report["lectures"] = lectures
         leaks = find_leaks(build, root)                    # 5. nothing secret
         if leaks:

@@ -40,6 +40,7 @@ from tools.notebooks_src import lecture04 as lecture04_src  # noqa: E402
 from tools.notebooks_src._nb import render  # noqa: E402
 from tools.overlay import ROOT, overlay  # noqa: E402
 from tools.release import leaks_in_text, readable_text  # noqa: E402
+from tests.kit.conftest import notebook_env  # noqa: E402
 
 pytestmark = [pytest.mark.notebook, pytest.mark.slow]
 
@@ -109,14 +110,6 @@ SOURCES = {**{name: lec.source for name, lec in LECTURES.items()}, **{hw: h.sour
 SECRET_MARKERS = ("BEGIN SOLUTION", "END SOLUTION", "BEGIN HIDDEN TESTS", "END HIDDEN TESTS")
 
 
-def _env(base: dict) -> dict:
-    """`base` with this interpreter's bin folder first on PATH (nbgrader runs `alembic` from it)."""
-    env = dict(base)
-    env["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), env.get("PATH", "")])
-    env["MINITORCH_DIST_DEADLINE"] = "30"          # a broken run fails in seconds, not minutes
-    return env
-
-
 @pytest.fixture(scope="module")
 def reference():
     """A kit copy with every reference file laid over the stubs."""
@@ -147,18 +140,17 @@ def test_committed_notebook_matches_its_source(name):
 
 
 # -- the lectures -------------------------------------------------------------------------------
-@pytest.mark.timeout(240)
+@pytest.mark.timeout(600)      # the first of these runs every lecture (the session's executed_lectures)
 @pytest.mark.parametrize("name", list(LECTURES))
-def test_lecture_runs_against_the_reference(name, reference, no_leftover_processes):
-    from nbclient import NotebookClient
-
+def test_lecture_runs_against_the_reference(name, executed_lectures):
     lecture = LECTURES[name]
-    path = os.path.join(reference.root, lecture.source.PATH)
-    nb = nbformat.read(path, as_version=4)
+    rel = lecture.source.PATH
+    assert rel in executed_lectures.notebooks or rel in executed_lectures.errors, f"{rel} was not found"
+    if rel in executed_lectures.errors:     # nbclient's CellExecutionError names the failing cell
+        raise executed_lectures.errors[rel]
+    assert executed_lectures.leftover == [], f"processes left behind by the lectures: {executed_lectures.leftover}"
+    nb = executed_lectures.notebooks[rel]
     assert "tools.overlay solutions" in nb.cells[0].source, "the first cell should say how to run it"
-    client = NotebookClient(nb, timeout=180, kernel_name="python3", allow_errors=False,
-                            resources={"metadata": {"path": os.path.dirname(path)}})
-    client.execute(env=_env(reference.env()))        # raises CellExecutionError on the first failing cell
 
     outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
     assert not [o for o in outputs if o.output_type == "error"]
@@ -172,7 +164,7 @@ def test_lecture_runs_against_the_reference(name, reference, no_leftover_process
 # -- nbgrader -----------------------------------------------------------------------------------
 def _nbgrader(course: str, args: list[str], env: dict, timeout: float = 150) -> str:
     cmd = [sys.executable, "-m", "nbgrader", *args]
-    done = subprocess.run(cmd, cwd=course, env=_env(env), capture_output=True, text=True, timeout=timeout)
+    done = subprocess.run(cmd, cwd=course, env=notebook_env(env), capture_output=True, text=True, timeout=timeout)
     log = done.stdout + done.stderr
     assert done.returncode == 0 and "ERROR" not in log, f"{' '.join(args)} failed:\n{log[-4000:]}"
     return log

@@ -6,6 +6,7 @@ checks below are written independently of tools.release's own scan, so a bug the
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -27,12 +28,15 @@ TRIVIAL = {"p, r = group.size, group.rank", "right, left = (r + 1) % p, (r - 1) 
 
 
 @pytest.fixture(scope="module")
-def released(tmp_path_factory):
+def released(tmp_path_factory, executed_lectures):
+    """The release, with the lectures the session already executed (tests/kit/conftest.py)."""
+    assert executed_lectures.errors == {}, f"lectures failed: {sorted(executed_lectures.errors)}"
     out = tmp_path_factory.mktemp("release") / "kit"
-    report = rel.release(str(out), log=lambda *a: None)
+    report = rel.release(str(out), log=lambda *a: None, executed=executed_lectures.notebooks)
     return str(out), report
 
 
+@functools.cache
 def region_runs() -> list[list[str]]:
     """The non-trivial stripped lines between BEGIN SOLUTION and END SOLUTION in solutions/, per region."""
     runs, current = [], None
@@ -50,6 +54,7 @@ def region_runs() -> list[list[str]]:
     return runs
 
 
+@functools.cache
 def region_lines() -> set[str]:
     return {line for run in region_runs() for line in run}
 

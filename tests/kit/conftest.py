@@ -1,0 +1,63 @@
+"""Fixtures the kit tests share: the lectures, run once per test session.
+
+Executing the three lectures costs about a minute and a half of 2 cores. test_notebooks checks
+what they print and draw; test_release ships the same executed notebooks instead of running
+them again (tools.release.release(executed=...); run alone, the release runs them itself).
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+
+import pytest
+
+from tests.conftest import live_children
+from tools.overlay import ROOT, overlay
+
+
+def notebook_env(base: dict) -> dict:
+    """`base` with this interpreter's bin folder first on PATH (nbgrader runs `alembic` from it)."""
+    env = dict(base)
+    env["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), env.get("PATH", "")])
+    env["MINITORCH_DIST_DEADLINE"] = "30"          # a broken run fails in seconds, not minutes
+    return env
+
+
+@dataclass
+class ExecutedLectures:
+    notebooks: dict = field(default_factory=dict)   # path relative to the kit -> executed notebook
+    errors: dict = field(default_factory=dict)      # path -> what its execution raised
+    leftover: list = field(default_factory=list)    # processes still alive after the runs
+
+
+def lecture_paths() -> list[str]:
+    """Every lecture notebook, relative to the kit (as tools.release finds them)."""
+    return sorted(os.path.relpath(p, ROOT) for p in glob.glob(os.path.join(ROOT, "lectures", "**", "*.ipynb"),
+                                                              recursive=True))
+
+
+@pytest.fixture(scope="session")
+def executed_lectures() -> ExecutedLectures:
+    """Each lecture executed once under a real Jupyter kernel with the solutions laid over the kit."""
+    pytest.importorskip("nbclient")
+    from minitorch_dist import shutdown
+    from tools.release import execute_notebook
+
+    shutdown()
+    done = ExecutedLectures()
+    with overlay("solutions") as ov:
+        assert not ov.missing, f"solutions/ lacks {ov.missing}"
+        for rel in lecture_paths():
+            try:
+                done.notebooks[rel] = execute_notebook(os.path.join(ov.root, rel), notebook_env(ov.env()), 180)
+            except Exception as exc:  # noqa: BLE001 - reported by the test of that lecture
+                done.errors[rel] = exc
+    deadline = time.monotonic() + 5
+    while live_children() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    done.leftover = [str(p) for p in live_children()]
+    return done
