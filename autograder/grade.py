@@ -32,7 +32,7 @@ import threading
 import time
 
 from autograder import isolate
-from autograder.collect import DEFAULT_LIMIT, collect, pytest_args
+from autograder.collect import DEFAULT_LIMIT, JOB_ENV, collect, pytest_args
 from autograder.results import GradedTest, results_json, summary_table, tail, write_results
 from autograder.runner import make_runner
 from autograder.submission import lay_submission
@@ -174,7 +174,8 @@ def grade(homework: str, submission: str, out: str | None = "results.json", *, z
     runners = []
     try:
         copy_kit(kit)
-        env = dict(os.environ, PYTHONPATH=kit, PYTHONDONTWRITEBYTECODE="1", **{isolate.TOKEN_VAR: token})
+        env = dict(os.environ, PYTHONPATH=kit, PYTHONDONTWRITEBYTECODE="1", **{isolate.TOKEN_VAR: token},
+                   AUTOGRADER_PRELOAD=",".join(manifest.get("preload", [])), **JOB_ENV)
         runners.append(make_runner(kit, env, zygote=zygote))
         tests, problems = collect(runners[0], kit, manifest, suites, scratch, limit)
         if only:

@@ -16,6 +16,7 @@ leaves behind comes back to it and is killed before the reply is sent.
 from __future__ import annotations
 
 import glob
+import importlib
 import json
 import os
 import sys
@@ -37,7 +38,11 @@ def _preload() -> None:
     import pytest  # noqa: F401
     import torch  # noqa: F401
     import torch.distributed  # noqa: F401
-    import torch._dynamo  # noqa: F401   (the first torch optimizer imports it: 4-7 s per rank if not inherited)
+    # what the homework's manifest lists under "preload" (AUTOGRADER_PRELOAD, set by grade): hw2's
+    # torch._dynamo, which the first torch optimizer imports (4-7 s per rank when not inherited;
+    # 2.5 s per zygote when preloaded, so not for homeworks that build no optimizer)
+    for name in filter(None, os.environ.get("AUTOGRADER_PRELOAD", "").split(",")):
+        importlib.import_module(name)
 
     import autograder.plugin  # noqa: F401
     import minitorch_dist.runtime  # noqa: F401
