@@ -73,9 +73,12 @@ def _world_for(job: ExternalJob, backend: str):
 
 
 def _close_world() -> None:
-    """At exit, on every rank: end the world group's listener before its connections go away."""
+    """At exit, on every rank: end the world group's listener before its connections go away.
+
+    Not after a failed run: closing waits (up to 10 s) for every peer's goodbye, and peers that
+    wait for this rank never send it; the process ends and the OS closes the connections."""
     world = _world.pop("backend", None)
-    if world is not None:
+    if world is not None and not _world.get("failed"):
         try:
             world.close()
         except Exception:  # noqa: BLE001 - a peer is already gone; the process is ending anyway
@@ -116,6 +119,7 @@ def run_external(fn, world_size, job: ExternalJob, args, kwargs, backend, deadli
     reply = run_task(task, world, store, job.rank, job.world_size,
                      lambda rid: BoardTracker(store, job.rank, job.world_size, prefix=rid))
     if reply[0] == "error":
+        _world["failed"] = True
         f = reply[1]
         error = RankError(f["rank"], job.world_size, f["exc_type"], f["message"], f["traceback"])
         if job.launcher == "mpirun":   # end the whole job now: the other ranks would wait forever
