@@ -52,8 +52,9 @@ class BucketedDDP(DataParallel):
           parameter ready in its bucket; when the bucket's last gradient arrives, copy the
           bucket's gradients into one flat tensor and start its all-reduce;
         - finish: start the buckets that never filled (their unused parameters are left out; every
-          rank skips the same ones), in bucket order; wait on every bucket; copy the averaged
-          slices back into each .grad; reset the counts for the next step.
+          rank skips the same ones), in bucket order; wait on every bucket; make each .grad a
+          view of its slice of the averaged bucket (no copy back, as torch DDP's
+          gradient_as_bucket_view); reset the counts for the next step.
     """
 
     def __init__(self, module: nn.Module, group, bucket_size_mb: float = 25.0):
