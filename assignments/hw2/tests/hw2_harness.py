@@ -11,7 +11,7 @@ and what it did (hw2_ranks.py); the verdict is taken in the grading process (hw2
 a single-process reference or a closed form.
 
 Files: hw2_setup.py (cases, models, data, the reference run), hw2_ranks.py (rank code), this file
-(launching, suites), hw2_checks.py (the verdict), ../../common/rank_runs.py (batched launches, the
+(launching, suites), hw2_checks.py (the verdict), ../../common/rank_runs.py and case_suites.py (batched launches, the
 stub memo, the judge; shared with homework 1). A case that raises on a rank stops the launch; that
 case records the error and the others run again. A stub's NotImplementedError is remembered per
 kind (ring_gossip, dpsgd, ...): that kind's later cases fail at once without a launch (per kind,
@@ -20,8 +20,7 @@ not per task: a task may have a stub and a finished function).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
+import case_suites
 import rank_runs
 from hw2_ranks import rank_bucketed_rank_dies, run_cases_on_rank  # noqa: F401 (the tests import them here)
 from hw2_setup import Case
@@ -30,22 +29,7 @@ from minitorch_dist import SimNetwork
 
 HW2_LAUNCH = {"collectives": True, "trace": True}      # the provided collectives; events for "how"
 __all__ = ["Case", "Outcome", "run_cases", "Suite", "try_launch", "rank_bucketed_rank_dies"]
-
-
-@dataclass
-class Outcome:
-    """What p ranks did with one case: ranks[r] is rank r's report (a dict); error is None when
-    every rank returned."""
-
-    case: Case
-    p: int
-    backend: str
-    ranks: list = field(default_factory=list)
-    error: str | None = None
-
-    @property
-    def label(self) -> str:
-        return f"{self.case.describe(self.p)} on {self.backend}"
+Outcome = case_suites.Outcome
 
 
 def try_launch(fn, p: int, args=(), backend: str = "gloo", network: SimNetwork | None = None):
@@ -55,31 +39,10 @@ def try_launch(fn, p: int, args=(), backend: str = "gloo", network: SimNetwork |
 
 def run_cases(cases, p: int, backend: str = "gloo", network: SimNetwork | None = None) -> list[Outcome]:
     """Run `cases` on p ranks in one launch; one Outcome per case, in order (errors recorded, never raised)."""
-    cases = list(cases)
-    got = rank_runs.run_batched(run_cases_on_rank, cases, p, key=lambda c: c.kind, describe=Case.describe,
-                                backend=backend, network=network, **HW2_LAUNCH)
-    return [Outcome(case, p, backend, error=res[1]) if res[0] == "error" else Outcome(case, p, backend, res[1])
-            for case, res in zip(cases, got)]
+    return case_suites.run_outcomes(run_cases_on_rank, cases, p, backend, network, **HW2_LAUNCH)
 
 
-class Suite:
-    """The cases of a set of tests, run on first use once per world size and kept.
+class Suite(case_suites.Suite):
+    """The cases of a set of tests, run on first use once per world size and kept (case_suites.Suite)."""
 
-    make_cases(p) -> [Case]; outcomes(p, kinds, tag) -> the Outcomes at p of those kinds (and tag).
-    Only the cases of the selected tasks run (`pytest -m task2_4` runs no parameter-server case).
-    """
-
-    def __init__(self, make_cases, backend: str = "gloo", network: SimNetwork | None = None):
-        self.make_cases, self.backend, self.network = make_cases, backend, network
-        self._runs: dict[int, list[Outcome]] = {}
-
-    def outcomes(self, p: int, kinds, tag: str | None = None) -> list[Outcome]:
-        kinds = (kinds,) if isinstance(kinds, str) else tuple(kinds)
-        if p not in self._runs:
-            cases = [c for c in self.make_cases(p) if rank_runs.selected(c.task)]
-            self._runs[p] = run_cases(cases, p, self.backend, self.network)
-        found = [o for o in self._runs[p] if o.case.kind in kinds and (tag is None or o.case.tag == tag)]
-        if not found:
-            raise LookupError(f"harness: no case of {kinds} (tag {tag!r}) at p={p} on {self.backend}; "
-                              f"selected tasks: {rank_runs.selected_tasks()}")
-        return found
+    run_cases = staticmethod(run_cases)

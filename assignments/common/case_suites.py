@@ -1,0 +1,70 @@
+"""What homework 2's and 4's harnesses share on top of rank_runs: an Outcome per case, a batched run
+of cases into Outcomes, and the Suite that runs a test file's cases once per world size.
+
+    class Suite(case_suites.Suite):            # in a homework's harness
+        run_cases = staticmethod(run_cases)    # (cases, p, backend, network) -> [Outcome]
+    SUITE = Suite(make_cases)                  # in its tests: SUITE.outcomes(p, "kind", tag)
+
+A case has `kind` (the piece it exercises, also the stub memo's key), `task`, `tag` and
+`describe(p)`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import rank_runs
+
+from minitorch_dist import SimNetwork
+
+
+@dataclass
+class Outcome:
+    """What p ranks did with one case: ranks[r] is rank r's report (a dict); error is None when
+    every rank returned."""
+
+    case: object
+    p: int
+    backend: str
+    ranks: list = field(default_factory=list)
+    error: str | None = None
+
+    @property
+    def label(self) -> str:
+        return f"{self.case.describe(self.p)} on {self.backend}"
+
+
+def run_outcomes(rank_fn, cases, p: int, backend: str, network: SimNetwork | None, **launch) -> list[Outcome]:
+    """Run `cases` on p ranks in one launch (rank_runs.run_batched, keyed by kind); one Outcome per
+    case, in order (errors recorded, never raised)."""
+    cases = list(cases)
+    got = rank_runs.run_batched(rank_fn, cases, p, key=lambda c: c.kind, describe=lambda c, q: c.describe(q),
+                                backend=backend, network=network, **launch)
+    return [Outcome(case, p, backend, error=res[1]) if res[0] == "error" else Outcome(case, p, backend, res[1])
+            for case, res in zip(cases, got)]
+
+
+class Suite:
+    """The cases of a set of tests, run on first use once per world size and kept.
+
+    make_cases(p) -> [Case]; outcomes(p, kinds, tag) -> the Outcomes at p of those kinds (and tag).
+    Only the cases of the selected tasks run (`pytest -m task2_4` runs no parameter-server case).
+    Subclasses set run_cases.
+    """
+
+    run_cases = None    # staticmethod: (cases, p, backend, network) -> [Outcome]
+
+    def __init__(self, make_cases, backend: str = "gloo", network: SimNetwork | None = None):
+        self.make_cases, self.backend, self.network = make_cases, backend, network
+        self._runs: dict[int, list[Outcome]] = {}
+
+    def outcomes(self, p: int, kinds, tag: str | None = None) -> list[Outcome]:
+        kinds = (kinds,) if isinstance(kinds, str) else tuple(kinds)
+        if p not in self._runs:
+            cases = [c for c in self.make_cases(p) if rank_runs.selected(c.task)]
+            self._runs[p] = self.run_cases(cases, p, self.backend, self.network)
+        found = [o for o in self._runs[p] if o.case.kind in kinds and (tag is None or o.case.tag == tag)]
+        if not found:
+            raise LookupError(f"harness: no case of {kinds} (tag {tag!r}) at p={p} on {self.backend}; "
+                              f"selected tasks: {rank_runs.selected_tasks()}")
+        return found
