@@ -1,4 +1,5 @@
-"""Fixtures the kit tests share: the lectures, run once per test session.
+"""Fixtures the kit tests share: kit copies with the solutions or the stubs, and the lectures,
+run once per test session.
 
 Executing the three lectures costs about a minute and a half of 2 cores. test_notebooks checks
 what they print and draw; test_release ships the same executed notebooks instead of running
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import glob
 import os
+import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
@@ -25,6 +27,27 @@ def notebook_env(base: dict) -> dict:
     env["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), env.get("PATH", "")])
     env["MINITORCH_DIST_DEADLINE"] = "30"          # a broken run fails in seconds, not minutes
     return env
+
+
+@pytest.fixture(scope="module")
+def reference():
+    """A kit copy with every reference file laid over the stubs (deleted after the module)."""
+    with overlay("solutions") as ov:
+        assert not ov.missing, f"solutions/ lacks {ov.missing}"
+        yield ov
+
+
+@pytest.fixture(scope="module")
+def stubs(tmp_path_factory):
+    """A kit copy with nothing laid over it: the student's starting point (the generated stubs)."""
+    with overlay(str(tmp_path_factory.mktemp("no-submission"))) as ov:
+        yield ov
+
+
+def run_in(ov, *cmd: str, timeout: float = 180) -> tuple[int, str]:
+    """Run a command in the kit copy `ov` (the repo's Python); return (exit code, stdout + stderr)."""
+    proc = subprocess.run([*cmd], cwd=ov.root, env=ov.env(), capture_output=True, text=True, timeout=timeout)
+    return proc.returncode, proc.stdout + proc.stderr
 
 
 @dataclass

@@ -9,12 +9,11 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import subprocess
 import sys
 
 import pytest
 
-from tools.overlay import overlay
+from tests.kit.conftest import run_in
 
 BENCH = os.path.join("assignments", "hw2", "bench_ddp.py")
 TRAIN = os.path.join("assignments", "hw2", "train.py")
@@ -22,26 +21,6 @@ TINY_BENCH = ["--world-sizes", "2", "--steps", "2", "--warmup", "1", "--d-in", "
               "--depth", "2", "--d-out", "4", "--batch", "8", "--bucket-mb", "0.01"]
 TASKS = {"ps": "2.1", "allreduce": "2.2", "overlap": "2.3", "bucketed": "2.4", "dpsgd": "2.5", "sgp": "2.6"}
 SYNCHRONOUS = ("ps", "allreduce", "overlap", "bucketed")
-
-
-@pytest.fixture(scope="module")
-def reference():
-    """A kit copy with the reference solutions laid over it (deleted after the module)."""
-    with overlay("solutions") as ov:
-        yield ov
-
-
-@pytest.fixture(scope="module")
-def stubs(tmp_path_factory):
-    """A pristine kit copy: the student files are the generated stubs."""
-    with overlay(str(tmp_path_factory.mktemp("nothing"))) as ov:
-        yield ov
-
-
-def run(ov, *cmd: str, timeout: float = 120) -> tuple[int, str]:
-    """Run a command in the overlay (the repo's Python); return (exit code, stdout + stderr)."""
-    proc = subprocess.run([*cmd], cwd=ov.root, env=ov.env(), capture_output=True, text=True, timeout=timeout)
-    return proc.returncode, proc.stdout + proc.stderr
 
 
 def eval_losses(out: str) -> tuple[float, float]:
@@ -52,7 +31,7 @@ def eval_losses(out: str) -> tuple[float, float]:
 
 # -- bench_ddp.py --------------------------------------------------------------------------------
 def test_bench_ddp_on_the_reference_prints_every_version_against_torch_ddp(reference):
-    code, out = run(reference, sys.executable, BENCH, *TINY_BENCH)
+    code, out = run_in(reference, sys.executable, BENCH, *TINY_BENCH, timeout=120)
     assert code == 0, out[-3000:]
     for label in ("local (no comm)", "AllReduceDDP 2.2", "OverlapDDP 2.3", "BucketedDDP 2.4", "torch DDP"):
         row = re.search(rf"^\s*{re.escape(label)}\s+([0-9.]+)\s+([0-9.]+)\s+([0-9.]+)\s*$", out, re.M)
@@ -65,7 +44,7 @@ def test_bench_ddp_on_the_reference_prints_every_version_against_torch_ddp(refer
 
 
 def test_bench_ddp_on_the_stubs_skips_the_versions_to_implement(stubs):
-    code, out = run(stubs, sys.executable, BENCH, *TINY_BENCH)
+    code, out = run_in(stubs, sys.executable, BENCH, *TINY_BENCH, timeout=120)
     assert code == 0, out[-3000:]
     for label, task in (("AllReduceDDP 2.2", "2.2"), ("OverlapDDP 2.3", "2.3"), ("BucketedDDP 2.4", "2.4")):
         assert re.search(rf"{re.escape(label)}\s+skipped: HW2 task {task}: .*not implemented", out), out[-3000:]
@@ -89,7 +68,7 @@ for algo in sys.argv[1].split(","):
 
 def train_all(ov, *args: str) -> dict[str, tuple[int, str]]:
     """{algo: (exit code, output)} of train.py with `args` for every algorithm, in one process."""
-    code, out = run(ov, sys.executable, "-c", DRIVER, ",".join(TASKS), *args, timeout=300)
+    code, out = run_in(ov, sys.executable, "-c", DRIVER, ",".join(TASKS), *args, timeout=300)
     assert code == 0, out[-3000:]
     runs = re.findall(r"^=== (\w+)\n(.*?)^=== exit (\d+)$", out, re.M | re.S)
     assert [r[0] for r in runs] == list(TASKS), out[-3000:]
@@ -129,8 +108,8 @@ def test_train_on_the_reference_lowers_the_loss(trained, algo):
 
 
 def test_train_transformer_on_sim(reference):
-    code, out = run(reference, sys.executable, TRAIN, "--algo", "bucketed", "--model", "transformer",
-                    "--backend", "sim", "-n", "2", "--steps", "8", "--log-every", "4")
+    code, out = run_in(reference, sys.executable, TRAIN, "--algo", "bucketed", "--model", "transformer",
+                       "--backend", "sim", "-n", "2", "--steps", "8", "--log-every", "4", timeout=120)
     assert code == 0, out[-3000:]
     before, after = eval_losses(out)
     assert after < before, (before, after)
@@ -160,8 +139,8 @@ def _mpirun() -> str | None:
 @pytest.mark.skipif(_mpirun() is None, reason="no mpirun next to this Python or on PATH")
 def test_train_under_mpirun(reference):
     pytest.importorskip("mpi4py")
-    code, out = run(reference, _mpirun(), "-n", "2", sys.executable, TRAIN, "--algo", "overlap", "--steps", "12",
-                    "--log-every", "4", timeout=180)
+    code, out = run_in(reference, _mpirun(), "-n", "2", sys.executable, TRAIN, "--algo", "overlap", "--steps", "12",
+                       "--log-every", "4", timeout=180)
     assert code == 0, out[-3000:]
     assert re.search(r"^overlap \(2\.3\), mlp \(\d+ params\), 2 ranks, mpi, 12 steps", out, re.M), out[-3000:]
     before, after = eval_losses(out)

@@ -9,13 +9,12 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import subprocess
 import sys
 
 import pytest
 
 from minitorch_dist import cost_model as cm
-from tools.overlay import overlay
+from tests.kit.conftest import run_in
 
 BENCH = os.path.join("assignments", "hw4", "bench_tp.py")
 VOCAB, D, HEADS, LAYERS, BATCH, SEQ = 16, 16, 4, 1, 2, 8
@@ -26,26 +25,6 @@ COUNTER_ROW = re.compile(r"^\s*(\d+) (forward|backward|step)\s+(\d+)\s+(\d+)\s+(
                          r"([\d,]+)\s+(\d+)\s+(\d+)\s+([0-9.]+)$", re.M)
 PARAM_ROW = re.compile(r"^\s*(\d+)\s+([\d,]+)\s+([\d,]+)\s+([\d,]+)\s+([0-9.]+)\s+([0-9.]+)\s+(ok|NOT OK)", re.M)
 SIM_ROW = re.compile(r"^\s*(\d+)" + r"\s+([0-9.]+)" * 6 + r"$", re.M)
-
-
-@pytest.fixture(scope="module")
-def reference():
-    """A kit copy with the reference solutions laid over it (deleted after the module)."""
-    with overlay("solutions") as ov:
-        yield ov
-
-
-@pytest.fixture(scope="module")
-def stubs(tmp_path_factory):
-    """A pristine kit copy: the student files are the generated stubs."""
-    with overlay(str(tmp_path_factory.mktemp("nothing"))) as ov:
-        yield ov
-
-
-def run(ov, *cmd: str, timeout: float = 180) -> tuple[int, str]:
-    """Run a command in the overlay (the repo's Python); return (exit code, stdout + stderr)."""
-    proc = subprocess.run([*cmd], cwd=ov.root, env=ov.env(), capture_output=True, text=True, timeout=timeout)
-    return proc.returncode, proc.stdout + proc.stderr
 
 
 def number(text: str) -> int:
@@ -97,7 +76,7 @@ def check_sim_rows(out: str) -> None:
 
 
 def test_bench_tp_on_the_reference_prints_the_formulas_numbers(reference):
-    code, out = run(reference, sys.executable, BENCH, "--world-sizes", "2,4", *TINY)
+    code, out = run_in(reference, sys.executable, BENCH, "--world-sizes", "2,4", *TINY)
     assert code == 0, out[-3000:]
     assert "Counters of one training step on gloo" in out and "link 1 GB/s (beta 1e-09 s/B)" in out, out
     check_counter_rows(out, [2, 4])
@@ -107,7 +86,7 @@ def test_bench_tp_on_the_reference_prints_the_formulas_numbers(reference):
 
 
 def test_bench_tp_on_the_stubs_names_the_task_in_one_line(stubs):
-    code, out = run(stubs, sys.executable, BENCH, "--world-sizes", "2", *TINY)
+    code, out = run_in(stubs, sys.executable, BENCH, "--world-sizes", "2", *TINY)
     assert code == 1, out[-3000:]
     lines = [line for line in out.splitlines() if "not implemented" in line]
     assert len(lines) == 1, out[-3000:]
@@ -117,7 +96,7 @@ def test_bench_tp_on_the_stubs_names_the_task_in_one_line(stubs):
 
 
 def test_bench_tp_rejects_a_tp_size_that_does_not_divide_the_model(reference):
-    code, out = run(reference, sys.executable, BENCH, "--world-sizes", "3", *TINY)
+    code, out = run_in(reference, sys.executable, BENCH, "--world-sizes", "3", *TINY)
     assert code == 2 and "TP size 3 must divide --vocab 16, --d-model 16, --heads 4" in out, out[-3000:]
 
 
@@ -134,7 +113,7 @@ def _mpirun() -> str | None:
 @pytest.mark.skipif(_mpirun() is None, reason="no mpirun next to this Python or on PATH")
 def test_bench_tp_under_mpirun(reference):
     pytest.importorskip("mpi4py")
-    code, out = run(reference, _mpirun(), "-n", "2", sys.executable, BENCH, *TINY)
+    code, out = run_in(reference, _mpirun(), "-n", "2", sys.executable, BENCH, *TINY)
     assert code == 0, out[-3000:]
     assert out.count("Counters of one training step on mpi") == 1, "only rank 0 prints"
     check_counter_rows(out, [2])

@@ -38,7 +38,7 @@ from tools.notebooks_src import lecture01 as lecture01_src  # noqa: E402
 from tools.notebooks_src import lecture02 as lecture02_src  # noqa: E402
 from tools.notebooks_src import lecture04 as lecture04_src  # noqa: E402
 from tools.notebooks_src._nb import render  # noqa: E402
-from tools.overlay import ROOT, overlay  # noqa: E402
+from tools.overlay import ROOT  # noqa: E402
 from tools.release import leaks_in_text, readable_text  # noqa: E402
 from tests.kit.conftest import notebook_env  # noqa: E402
 
@@ -108,22 +108,6 @@ LECTURES = {
 }
 SOURCES = {**{name: lec.source for name, lec in LECTURES.items()}, **{hw: h.source for hw, h in HOMEWORKS.items()}}
 SECRET_MARKERS = ("BEGIN SOLUTION", "END SOLUTION", "BEGIN HIDDEN TESTS", "END HIDDEN TESTS")
-
-
-@pytest.fixture(scope="module")
-def reference():
-    """A kit copy with every reference file laid over the stubs."""
-    with overlay("solutions") as ov:
-        assert not ov.missing, f"solutions/ lacks {ov.missing}"
-        yield ov
-
-
-@pytest.fixture(scope="module")
-def stubs(tmp_path_factory):
-    """A kit copy with nothing laid over it: the student's starting point, whatever the working tree holds."""
-    empty = tmp_path_factory.mktemp("no-submission")
-    with overlay(str(empty)) as ov:
-        yield ov
 
 
 # -- the committed notebooks --------------------------------------------------------------------
