@@ -69,3 +69,14 @@ def write(cells: list, rel_path: str, title: str) -> str:
     with open(path, "w", encoding="utf-8") as f:
         f.write(render(build(cells, title)))
     return path
+
+
+def entry_points(cells: list, rel_path: str, title: str):
+    """(notebook, main) of a notebook source module: notebook() -> the notebook built from `cells`
+    (what rel_path should hold); main() writes it there and prints the path."""
+    def notebook() -> nbformat.NotebookNode:
+        return build(cells, title)
+
+    def main() -> None:
+        print(write(cells, rel_path, title))
+    return notebook, main

@@ -9,7 +9,7 @@ strips from the student version (the autograder puts them back).
 
 from __future__ import annotations
 
-from ._nb import build, code, md, write
+from ._nb import code, entry_points, md
 
 PATH = "assignments/hw1/hw1_collectives.ipynb"
 
@@ -372,14 +372,7 @@ CELLS = [
 TITLE = "Homework 1: collectives from send/recv"
 
 
-def notebook():
-    """The notebook as built from CELLS (what PATH should hold)."""
-    return build(CELLS, TITLE)
-
-
-def main() -> None:
-    print(write(CELLS, PATH, TITLE))
-
+notebook, main = entry_points(CELLS, PATH, TITLE)
 
 if __name__ == "__main__":
     main()

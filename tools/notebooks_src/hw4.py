@@ -9,7 +9,7 @@ strips from the student version (the autograder puts them back).
 
 from __future__ import annotations
 
-from ._nb import build, code, md, write
+from ._nb import code, entry_points, md
 
 PATH = "assignments/hw4/hw4_tensor_parallel.ipynb"
 
@@ -478,14 +478,7 @@ CELLS = [
 TITLE = "Homework 4: tensor parallelism"
 
 
-def notebook():
-    """The notebook as built from CELLS (what PATH should hold)."""
-    return build(CELLS, TITLE)
-
-
-def main() -> None:
-    print(write(CELLS, PATH, TITLE))
-
+notebook, main = entry_points(CELLS, PATH, TITLE)
 
 if __name__ == "__main__":
     main()

@@ -5,7 +5,7 @@
 
 from __future__ import annotations
 
-from ._nb import build, code, md, write
+from ._nb import code, entry_points, md
 
 PATH = "lectures/02_data_parallel.ipynb"
 
@@ -539,14 +539,7 @@ CELLS = [
 TITLE = "Lecture 2: data parallelism, from a parameter server to gossip"
 
 
-def notebook():
-    """The notebook as built from CELLS (what PATH should hold)."""
-    return build(CELLS, TITLE)
-
-
-def main() -> None:
-    print(write(CELLS, PATH, TITLE))
-
+notebook, main = entry_points(CELLS, PATH, TITLE)
 
 if __name__ == "__main__":
     main()
