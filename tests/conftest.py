@@ -1,4 +1,5 @@
 import os
+import shutil
 import sys
 
 import pytest
@@ -6,6 +7,15 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
+
+
+def find_mpirun() -> str | None:
+    """mpirun (or mpiexec) next to this Python (pip's mpich puts it there), else on PATH; None if none."""
+    for name in ("mpirun", "mpiexec"):
+        path = os.path.join(os.path.dirname(sys.executable), name)
+        if os.path.exists(path):
+            return path
+    return shutil.which("mpirun") or shutil.which("mpiexec")
 
 
 def live_children() -> list:

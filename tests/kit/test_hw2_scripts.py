@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import sys
 
 import pytest
 
+from tests.conftest import find_mpirun
 from tests.kit.conftest import run_in
 
 BENCH = os.path.join("assignments", "hw2", "bench_ddp.py")
@@ -127,19 +127,12 @@ def test_train_on_the_stubs_names_the_task_in_one_line(stub_runs, algo):
 
 
 # -- under mpirun ----------------------------------------------------------------------------------
-def _mpirun() -> str | None:
-    for name in ("mpirun", "mpiexec"):
-        path = os.path.join(os.path.dirname(sys.executable), name)
-        if os.path.exists(path):
-            return path
-    return shutil.which("mpirun") or shutil.which("mpiexec")
-
 
 @pytest.mark.mpi
-@pytest.mark.skipif(_mpirun() is None, reason="no mpirun next to this Python or on PATH")
+@pytest.mark.skipif(find_mpirun() is None, reason="no mpirun next to this Python or on PATH")
 def test_train_under_mpirun(reference):
     pytest.importorskip("mpi4py")
-    code, out = run_in(reference, _mpirun(), "-n", "2", sys.executable, TRAIN, "--algo", "overlap", "--steps", "12",
+    code, out = run_in(reference, find_mpirun(), "-n", "2", sys.executable, TRAIN, "--algo", "overlap", "--steps", "12",
                        "--log-every", "4", timeout=180)
     assert code == 0, out[-3000:]
     assert re.search(r"^overlap \(2\.3\), mlp \(\d+ params\), 2 ranks, mpi, 12 steps", out, re.M), out[-3000:]

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import sys
 
 import pytest
 
 from minitorch_dist import cost_model as cm
+from tests.conftest import find_mpirun
 from tests.kit.conftest import run_in
 
 BENCH = os.path.join("assignments", "hw4", "bench_tp.py")
@@ -101,19 +101,12 @@ def test_bench_tp_rejects_a_tp_size_that_does_not_divide_the_model(reference):
 
 
 # -- under mpirun ----------------------------------------------------------------------------------
-def _mpirun() -> str | None:
-    for name in ("mpirun", "mpiexec"):
-        path = os.path.join(os.path.dirname(sys.executable), name)
-        if os.path.exists(path):
-            return path
-    return shutil.which("mpirun") or shutil.which("mpiexec")
-
 
 @pytest.mark.mpi
-@pytest.mark.skipif(_mpirun() is None, reason="no mpirun next to this Python or on PATH")
+@pytest.mark.skipif(find_mpirun() is None, reason="no mpirun next to this Python or on PATH")
 def test_bench_tp_under_mpirun(reference):
     pytest.importorskip("mpi4py")
-    code, out = run_in(reference, _mpirun(), "-n", "2", sys.executable, BENCH, *TINY)
+    code, out = run_in(reference, find_mpirun(), "-n", "2", sys.executable, BENCH, *TINY)
     assert code == 0, out[-3000:]
     assert out.count("Counters of one training step on mpi") == 1, "only rank 0 prints"
     check_counter_rows(out, [2])

@@ -13,7 +13,6 @@ import importlib.util
 import json
 import os
 import pickle
-import shutil
 import signal
 import subprocess
 import sys
@@ -27,6 +26,7 @@ import pytest
 from minitorch_dist.runtime.backend import DeadlineExpired
 from minitorch_dist.runtime.mpi import running_under_mpirun
 from minitorch_dist.runtime.mpi_progress import _wait_request
+from tests.conftest import find_mpirun
 from tests.runtime.exercise import check_exercise
 
 REPO = Path(__file__).resolve().parents[2]
@@ -34,14 +34,7 @@ SCRIPTS = Path(__file__).resolve().parent / "mpi_scripts"
 _BIN = Path(sys.executable).parent
 
 
-def _find_mpirun() -> str | None:
-    for name in ("mpirun", "mpiexec"):
-        if (_BIN / name).exists():
-            return str(_BIN / name)
-    return shutil.which("mpirun") or shutil.which("mpiexec")
-
-
-MPIRUN = _find_mpirun()
+MPIRUN = find_mpirun()
 if importlib.util.find_spec("mpi4py") is None:
     _SKIP = "mpi4py is not installed (pip install 'minitorch_dist[mpi]', i.e. mpi4py and mpich)"
 elif MPIRUN is None:
