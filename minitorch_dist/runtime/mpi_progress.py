@@ -21,7 +21,7 @@ from .errors import PeerFailedError
 
 # busy-poll this long first: a message in flight completes at full speed. Not at all when the
 # node has more ranks than cores: a spinning rank then starves the one it waits for (8 ranks on
-# 2 cores ran the every-op script in 25.8 s spinning 5 ms, 16.7 s not spinning).
+# 2 cores, the every-op script: 21-25 s spinning, 16-18 s napping with MPICH's heavy yield).
 _SPIN_S = 0.0 if oversubscribed() else 5e-3
 _NAP_MIN_S = 1e-5     # then sleep between polls, doubling from this...
 _NAP_MAX_S = 1e-3     # ...up to this: a long wait costs little CPU and is at most ~1 ms late
@@ -30,8 +30,8 @@ _LISTEN_NAP_S = 1e-3  # the idle listener's nap: rank code keeps the CPU and dri
 def _mpi():
     """The mpi4py.MPI module (initialises MPI on first call)."""
     if "mpi4py.MPI" not in sys.modules and oversubscribed():
-        # MPICH's busy waits (its lock hand-off between our two threads) then nap instead of
-        # calling sched_yield: 8 ranks on 2 cores ran the every-op script in 16-17 s, not 18-24 s
+        # MPICH then naps (nanosleep) where it would call sched_yield when handing its lock
+        # between our two threads: 8 ranks on 2 cores, every-op script 16-18 s, not 18-24 s
         os.environ.setdefault("MPIR_CVAR_ENABLE_HEAVY_YIELD", "1")
     from mpi4py import MPI
     return MPI
