@@ -1,6 +1,6 @@
 """Framing: Group messages over a raw byte transport (gloo, mpi), with progress of their own.
 
-Every Group message is a header (wire.py) carrying, for payloads up to about 16 KiB,
+Every Group message has a header (wire.py) carrying, for payloads up to about 16 KiB,
 the payload itself; larger payloads follow as raw messages of their own, posted at once
 by isend and irecv (no round trip before the bytes flow). A header is checked against
 the receive buffer before the receive completes: a mismatch is a clear
@@ -12,20 +12,29 @@ The k-th message from rank a to rank b with tag t has sequence number k on both 
 (MPI's non-overtaking rule); the transport keeps messages with equal (peer, wire tag)
 in order, so headers and payloads never meet the wrong receive.
 
-A listener thread per group receives every peer's headers from the control tag (the
-transport's receive-from-any-source) and matches them to posted receives, so small
-sends complete whether or not their receive is posted, and a mismatch is found (and its
-sender freed, below) while nobody waits on the receive.
+A listener thread per group receives every peer's control messages (the transport's
+receive-from-any-source) and matches headers to posted receives, so small sends complete
+whether or not their receive is posted, and a mismatch is found (and its sender freed,
+below) while nobody waits on the receive.
 
 exact_parts (gloo): gloo aborts the process when a message is larger than its posted
 receive, so payloads travel in parts whose wire tags carry their exact lengths
-(wire.payload_parts): a part meets a receive of its own length or none, so no round
-trip is needed before the bytes flow (a "ready" message from the receiver, and the
-listener's hop to post the payload, cost 10-20% of a 16 MB ring all-reduce on 2 busy
-cores). After a mismatch the receiver posts
-receives for the sender's parts that found none ("drains"), so the send completes;
-wire tags left out of step make the later receives that use them fail clearly, instead
-of taking another message's bytes.
+(wire.payload_parts): a part meets a receive of its own length or none. After a
+mismatch the receiver posts receives for the sender's parts that found none ("drains"),
+so the send completes; wire tags left out of step make the later receives that use
+them fail clearly, instead of taking another message's bytes.
+
+Direct headers (gloo): the header of a payload message goes on a wire tag of its own
+(wire.header_tag), received by the receive itself and checked by the thread that waits
+on it, not by the listener: a hop through the listener thread costs about 1 ms per
+message when ranks outnumber cores (a third of a 16 MB ring all-reduce on 2 cores).
+Progress without a waiter is kept by two rarer paths:
+- a direct send not done COPY_AFTER seconds after it was posted has its header copied
+  to the receiver's listener (_COPY, sent by the watch thread), which matches it like any
+  header: a mismatched receive nobody waits on still frees its sender;
+- a small message (sent to the listener) meeting a direct receive is a mismatch; the
+  receiver asks the sender's listener (_NUDGE) to fill its header receive (_FILL), so
+  a thread waiting on that receive wakes up to the error.
 """
 
 from __future__ import annotations
@@ -37,13 +46,16 @@ from typing import Callable
 
 import torch
 
-from .backend import DeadlineExpired, Work
-from .errors import MessageMismatchError, PeerFailedError
-from .wire import (_BYE, CONTROL_BYTES, CONTROL_TAG, HEADER_LEN, INLINE_BYTES, SEQ_BITS, as_bytes,
-                   check_match, decode_header, encode_control, encode_header, part_tag, payload_parts)
+from .backend import Work
+from .errors import MessageMismatchError
+from .framing_works import RecvWork, SendWork
+from .wire import (_BYE, _COPY, _FILL, _MSG, _NUDGE, CONTROL_BYTES, CONTROL_TAG, HEADER_BYTES, HEADER_LEN,
+                   INLINE_BYTES, SEQ_BITS, as_bytes, check_match, decode_header, encode_control, encode_header,
+                   header_tag, part_tag, payload_parts, with_kind)
 
 RawPost = Callable[[torch.Tensor, int, int], Work]  # (uint8 buffer, peer, wire tag) -> Work
 RawPostAny = Callable[[torch.Tensor, int], Work]  # (uint8 buffer, wire tag): from any peer
+COPY_AFTER = 0.2    # seconds a direct send may stay undone before its header goes to the listener too
 
 
 class Framer:
@@ -52,8 +64,9 @@ class Framer:
     raw_isend(buf, dst, wire_tag) / raw_irecv(buf, src, wire_tag) post raw messages;
     raw_irecv_any(buf, wire_tag) posts a receive from any peer (the header names the
     sender). `name_rank(r)` turns a group rank into text for error messages. Call
-    close() on every member. exact_parts: see the module docstring (gloo needs it; MPI
-    reports truncation as an error and sends each payload whole).
+    close() on every member. exact_parts: exact-length parts and direct headers (see the
+    module docstring; gloo needs them, MPI reports truncation as an error and sends each
+    payload whole after a header through the listener).
     """
 
     def __init__(self, raw_isend: RawPost, raw_irecv: RawPost, raw_irecv_any: RawPostAny,
@@ -64,16 +77,22 @@ class Framer:
         self._sent = defaultdict(int)     # (dst, tag) -> messages posted so far
         self._recvd = defaultdict(int)    # (src, tag) -> receives posted so far
         self._lock = threading.Lock()     # guards the dicts below, _broken, and irecv's posts
-        self._posted: dict[tuple[int, int, int], _RecvWork] = {}   # receives whose header has not come
+        self._posted: dict[tuple[int, int, int], RecvWork] = {}   # receives whose header has not come
         self._early: dict[tuple[int, int, int], torch.Tensor] = {}  # headers whose receive is not posted
         self._skewed: dict[int, dict[int, tuple]] = defaultdict(dict)  # src -> {wire tag: (why, after, before)}
         self._drains: list = []           # raw receives kept alive, never waited (see _settle)
+        self._unfinished: dict[int, SendWork] = {}    # direct sends not yet waited to the end
         self._broken: BaseException | None = None
-        self._listener = None
+        self._stop = threading.Event()
+        self._threads = []
         if size > 1:
-            self._listener = threading.Thread(target=self._listen, daemon=True,
-                                              name=f"minitorch_dist-listener-r{rank}")
-            self._listener.start()
+            self._threads.append(threading.Thread(target=self._listen, daemon=True,
+                                                  name=f"minitorch_dist-listener-r{rank}"))
+            if exact_parts:
+                self._threads.append(threading.Thread(target=self._watch, daemon=True,
+                                                      name=f"minitorch_dist-sendwatch-r{rank}"))
+            for thread in self._threads:
+                thread.start()
 
     def _parts(self, tag: int, seq: int, nbytes: int) -> list[tuple[int, int, int]]:
         """[(offset, length, wire tag)] of a payload of `nbytes` (> INLINE_BYTES)."""
@@ -87,10 +106,18 @@ class Framer:
         control = encode_header(tensor, op, tag, seq, self._rank)      # these two raise on bad input
         parts = self._parts(tag, seq, nbytes) if nbytes > INLINE_BYTES else []
         self._sent[dst, tag] = seq + 1
-        works = [self._raw_isend(control, dst, CONTROL_TAG)]
+        direct = self._exact and bool(parts)
+        works = [self._raw_isend(control, dst, header_tag(tag, seq) if direct else CONTROL_TAG)]
         data = as_bytes(tensor) if parts else None
         works += [self._raw_isend(data[offset:offset + length], dst, wire_tag) for offset, length, wire_tag in parts]
-        return _SendWork(works, (control, tensor))
+        if not direct:
+            return SendWork(works, (control, tensor), dst, False)
+        work = SendWork(works, (control, tensor), dst, True, self._finished)
+        self._unfinished[id(work)] = work
+        return work
+
+    def _finished(self, work: SendWork) -> None:
+        self._unfinished.pop(id(work), None)
 
     def irecv(self, tensor: torch.Tensor, src: int, tag: int, op: str) -> Work:
         nbytes = tensor.numel() * tensor.element_size()
@@ -99,8 +126,13 @@ class Framer:
         with self._lock:        # a drain (_settle) sees every receive posted before it, or none
             seq = self._recvd[src, tag]
             self._recvd[src, tag] = seq + 1
-            work = _RecvWork(tensor, src, tag, seq, op)
+            work = RecvWork(tensor, src, tag, seq, op)
             if nbytes > INLINE_BYTES:
+                if self._exact:                 # the direct header first: it is sent first
+                    work.header_buf = torch.empty(HEADER_BYTES, dtype=torch.uint8)
+                    work.header = self._raw_irecv(work.header_buf, src, header_tag(tag, seq))
+                    work.wire_tags.append(header_tag(tag, seq))
+                    work.claim = self._claim
                 data = as_bytes(tensor)
                 for offset, length, wire_tag in self._parts(tag, seq, nbytes):
                     work.parts.append(self._raw_irecv(data[offset:offset + length], src, wire_tag))
@@ -115,10 +147,20 @@ class Framer:
             self._match(work, control)
         return work
 
-    def _match(self, work: "_RecvWork", control: torch.Tensor) -> None:
+    def _claim(self, work: RecvWork) -> None:
+        """A direct receive's header came on its own wire tag: check it here, unless the
+        listener took the receive first (then `work.ready` is, or will be, set by it)."""
+        with self._lock:
+            mine = self._posted.pop((work.src, work.tag, work.seq), None) is not None
+        if mine:
+            self._match(work, work.header_buf)
+
+    def _match(self, work: RecvWork, control: torch.Tensor) -> None:
         """The header of `work`'s message is here: check it, then take the inline payload."""
         try:
-            _, sent_op, dtype, shape, tag, seq, _ = decode_header(control)
+            kind, sent_op, dtype, shape, tag, seq, _ = decode_header(control)
+            if kind not in (_MSG, _COPY) or seq != work.seq:
+                raise self._out_of_step(work, f"its header receive got {'a filler' if kind == _FILL else f'message {seq}'}")
             try:
                 check_match(work.tensor, dtype, shape, sent_op, work.op, self._name(self._rank),
                             self._name(work.src), tag)
@@ -135,24 +177,38 @@ class Framer:
             work.error = exc
         work.ready.set()
 
-    def _check_in_step(self, work: "_RecvWork") -> None:
+    def _out_of_step(self, work: RecvWork, why: str) -> MessageMismatchError:
+        return MessageMismatchError(
+            f"{work.op} on {self._name(self._rank)} from {self._name(work.src)} (tag {work.tag}): "
+            f"this message fits its buffer, but {why}; on gloo that left receives of this size "
+            f"and tag out of step, so this one cannot be trusted. What to do: fix the earlier "
+            f"receive's buffer (or use another tag after a mismatch you catch).")
+
+    def _check_in_step(self, work: RecvWork) -> None:
         """Raise if an earlier mismatch left a wire tag of this receive out of step."""
         skewed = self._skewed[work.src]
         for wire_tag in work.wire_tags:
             why, after, before = skewed.get(wire_tag, (None, 0, 0))
             if why is not None and after < work.seq and (before is None or work.seq < before):
-                raise MessageMismatchError(
-                    f"{work.op} on {self._name(self._rank)} from {self._name(work.src)} (tag {work.tag}): "
-                    f"this message fits its buffer, but {why}; on gloo that left receives of this size "
-                    f"and tag out of step, so this one cannot be trusted. What to do: fix the earlier "
-                    f"receive's buffer (or use another tag after a mismatch you catch).")
+                raise self._out_of_step(work, why)
 
-    def _settle(self, work: "_RecvWork", sent_nbytes: int) -> None:
+    def _settle(self, work: RecvWork, sent_nbytes: int) -> None:
         """A failed receive: take the sender's parts that none of ours will take (so its send
         completes), and mark wire tags whose later receives are now out of step."""
-        sent = {} if sent_nbytes <= INLINE_BYTES else \
-            {wire_tag: length for _, length, wire_tag in self._parts(work.tag, work.seq, sent_nbytes)}
-        theirs, ours = Counter(sent), Counter(work.wire_tags)
+        sent = {}
+        if sent_nbytes > INLINE_BYTES:    # a payload message: its parts, and its direct header
+            sent = {wire_tag: length for _, length, wire_tag in self._parts(work.tag, work.seq, sent_nbytes)}
+            sent[header_tag(work.tag, work.seq)] = HEADER_BYTES
+        ours = Counter(work.wire_tags)
+        own_header = header_tag(work.tag, work.seq)
+        if ours[own_header] and own_header not in sent:
+            # A small message met our direct receive: its sender fills our header receive.
+            ours[own_header] = 0
+            nudge = self._raw_isend(encode_control(_NUDGE, self._rank, tag=work.tag, seq=work.seq),
+                                    work.src, CONTROL_TAG)
+            with self._lock:
+                self._drains.append(nudge)
+        theirs = Counter(sent.keys())
         drains = theirs - ours        # sender's parts that no receive of ours will take
         stale = ours - theirs         # receives of ours that no part will fill: out of step for good
         why = f"message {work.seq} on this tag from {self._name(work.src)} did not match its receive"
@@ -182,9 +238,14 @@ class Framer:
                 if kind == _BYE:
                     byes += 1
                     continue
+                if kind == _NUDGE:      # its direct receive met our small message: fill its header receive
+                    self._raw_isend(encode_control(_FILL, self._rank, tag=tag, seq=seq), src,
+                                    header_tag(tag, seq)).wait(None)
+                    continue
                 with self._lock:
                     pending = self._posted.pop((src, tag, seq), None)
-                    if pending is None:
+                    # a copy whose receive is posted but not pending was served by its direct header
+                    if pending is None and not (kind == _COPY and seq < self._recvd[src, tag]):
                         self._early[src, tag, seq] = control
                 if pending is not None:
                     self._match(pending, control)
@@ -195,15 +256,30 @@ class Framer:
             for work in pending:
                 work.fail(exc)
 
+    def _watch(self) -> None:
+        """Copy to the receiver's listener the header of each direct send still undone
+        COPY_AFTER seconds after it was posted (see the module docstring)."""
+        try:
+            while not self._stop.wait(COPY_AFTER / 2):
+                now = time.monotonic()
+                for work in list(self._unfinished.values()):
+                    if not work.copied and now - work.posted >= COPY_AFTER:
+                        work.copied = True
+                        self._raw_isend(with_kind(work.keep[0], _COPY), work.dst, CONTROL_TAG).wait(None)
+        except BaseException:  # noqa: BLE001 - the connection broke: the waits report it
+            return
+
     def close(self, timeout: float | None = 10.0) -> None:
         """Tell every peer's listener we are done; ours ends when every peer has said the same."""
-        if self._listener is None:
+        self._stop.set()
+        if not self._threads:
             return
         bye = encode_control(_BYE, self._rank)
         works = [self._raw_isend(bye, peer, CONTROL_TAG) for peer in range(self._size) if peer != self._rank]
         for work in works:
             work.wait(timeout)
-        self._listener.join(timeout)
+        for thread in self._threads:
+            thread.join(timeout)
 
 
 def _numel(shape) -> int:
@@ -211,48 +287,3 @@ def _numel(shape) -> int:
     for d in shape:
         n *= d
     return n
-
-
-def _waiter(timeout: float | None):
-    """left() -> seconds left of `timeout` from now on (None: no limit)."""
-    end = None if timeout is None else time.monotonic() + timeout
-    return lambda: None if end is None else max(0.0, end - time.monotonic())
-
-
-class _SendWork(Work):
-    """A framed send: the header and the payload's raw messages, all posted at once."""
-
-    def __init__(self, works: list[Work], keep):
-        self._works = works
-        self.keep = keep                    # (control, tensor): buffers must outlive the transfer
-
-    def wait(self, timeout: float | None) -> None:
-        left = _waiter(timeout)
-        while self._works:                  # a wait cut short by a deadline may be waited on again
-            self._works[0].wait(left())
-            self._works.pop(0)
-
-
-class _RecvWork(Work):
-    def __init__(self, tensor: torch.Tensor, src: int, tag: int, seq: int, op: str):
-        self.tensor, self.src, self.tag, self.seq, self.op = tensor, src, tag, seq, op
-        self.ready = threading.Event()      # set once the header was matched (or failed)
-        self.parts: list[Work] = []         # the payload's raw receives, in order
-        self.wire_tags: list[int] = []      # and their wire tags
-        self.error: BaseException | None = None
-
-    def fail(self, exc: BaseException) -> None:
-        self.error = PeerFailedError(f"the connection broke while receiving from rank {self.src} "
-                                     f"({type(exc).__name__}: {str(exc).splitlines()[0][:160] if str(exc) else ''}); "
-                                     f"another rank probably failed first")
-        self.ready.set()
-
-    def wait(self, timeout: float | None) -> None:
-        left = _waiter(timeout)
-        if not self.ready.wait(left()):
-            raise DeadlineExpired(f"recv from {self.src} tag {self.tag}")
-        if self.error is not None:
-            raise self.error
-        while self.parts:
-            self.parts[0].wait(left())
-            self.parts.pop(0)

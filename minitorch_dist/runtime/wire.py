@@ -5,7 +5,8 @@ numel, tag, sequence number, sender's rank, shape...) followed, for payloads up 
 16 KiB - 128 bytes, by the payload itself; listeners post 16 KiB receives. Larger payloads
 travel as raw messages of their own: on mpi one, on data tag (tag << SEQ_BITS) | seq; on gloo
 one per part of payload_parts(), on part_tag(tag, seq, code), so that a payload only ever meets
-a receive of exactly its own byte count. How messages flow is framing.py's business.
+a receive of exactly its own byte count, and their header alone (HEADER_BYTES) on
+header_tag(tag, seq). How messages flow is framing.py's business.
 
 check_match is shared by every backend (sim too), so a receive whose buffer does not
 match what was sent reads the same everywhere: both ranks, both shapes, both ops.
@@ -32,7 +33,10 @@ CONTROL_TAG = 1 << 30
 PART_SEQ_BITS, PART_MANT_BITS, PART_EXP_BITS = 6, 8, 5
 MAX_PAYLOAD_BYTES = 1 << (PART_MANT_BITS + (1 << PART_EXP_BITS) - 1)   # 2**39: 512 GiB
 OPS = ("send", "isend", "sendrecv")
-_MSG, _BYE = 0, 1                # control kinds: a header; goodbye
+HEADER_BYTES = HEADER_LEN * 8
+# kinds: a message's header; goodbye; a copy of a gloo direct header (sent to the listener);
+# "fill my header receive" (to a sender's listener); the filler itself (on the header tag)
+_MSG, _BYE, _COPY, _NUDGE, _FILL = 0, 1, 2, 3, 4
 _HEADER = struct.Struct(f"<{HEADER_LEN}q")   # magic, kind, op, dtype, ndim, numel, tag, seq, src, shape
 
 _DTYPE_NAMES = ["float32", "float64", "float16", "bfloat16", "int8", "uint8", "int16", "int32",
@@ -47,7 +51,7 @@ def describe(dtype: torch.dtype, shape) -> str:
     return f"{str(dtype).replace('torch.', '')} of shape {tuple(shape)}"
 
 
-def encode_header(tensor: torch.Tensor, op: str, tag: int, seq: int, src: int) -> torch.Tensor:
+def encode_header(tensor: torch.Tensor, op: str, tag: int, seq: int, src: int, kind: int = _MSG) -> torch.Tensor:
     """The control message announcing `tensor`, sent by `op`: the header, then the payload if it
     fits (both transports accept a message shorter than the posted buffer)."""
     if tensor.dim() > MAX_NDIM:
@@ -59,7 +63,7 @@ def encode_header(tensor: torch.Tensor, op: str, tag: int, seq: int, src: int) -
     inline = nbytes if nbytes <= INLINE_BYTES else 0
     buf = bytearray(HEADER_LEN * 8 + inline)
     ndim = tensor.dim()
-    _HEADER.pack_into(buf, 0, MAGIC, _MSG, OPS.index(op), _DTYPE_CODE[tensor.dtype], ndim, tensor.numel(),
+    _HEADER.pack_into(buf, 0, MAGIC, kind, OPS.index(op), _DTYPE_CODE[tensor.dtype], ndim, tensor.numel(),
                       tag, seq, src, *tensor.shape, *([0] * (MAX_NDIM - ndim)))
     control = torch.frombuffer(buf, dtype=torch.uint8)
     if inline:
@@ -68,7 +72,7 @@ def encode_header(tensor: torch.Tensor, op: str, tag: int, seq: int, src: int) -
 
 
 def encode_control(kind: int, src: int, numel: int = 0, tag: int = 0, seq: int = 0) -> torch.Tensor:
-    """A control message with no tensor (_BYE: goodbye)."""
+    """A control message with no tensor (_BYE, _NUDGE, _FILL)."""
     control = torch.zeros(HEADER_LEN * 8, dtype=torch.uint8)
     _HEADER.pack_into(control.numpy(), 0, MAGIC, kind, 0, 0, 0, numel, tag, seq, src, *([0] * MAX_NDIM))
     return control
@@ -132,6 +136,18 @@ def payload_parts(nbytes: int) -> list[tuple[int, int, int]]:
 def part_tag(tag: int, seq: int, code: int) -> int:
     """The gloo wire tag of one payload part: user tag, sequence number mod 64, length code."""
     return (code << (TAG_BITS + PART_SEQ_BITS)) | ((seq % (1 << PART_SEQ_BITS)) << TAG_BITS) | tag
+
+
+def with_kind(control: torch.Tensor, kind: int) -> torch.Tensor:
+    """A copy of a control message with another kind (a direct header turned into a _COPY)."""
+    copy = control.clone()
+    copy[8:16] = torch.tensor([kind], dtype=torch.int64).view(torch.uint8)
+    return copy
+
+
+def header_tag(tag: int, seq: int) -> int:
+    """The gloo wire tag of a payload message's header: code 0, which no part has."""
+    return part_tag(tag, seq, 0)
 
 
 def as_bytes(tensor: torch.Tensor) -> torch.Tensor:

@@ -1,0 +1,90 @@
+"""The Works a Framer hands out: a framed send and a framed receive (see framing.py).
+
+A receive is done in up to three waits: its header (matched by the listener thread, or,
+for a gloo direct message, received on its own wire tag and checked by the waiting
+thread itself), then its payload parts in order. A wait cut short by a deadline may be
+waited on again.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Callable
+
+import torch
+
+from .backend import DeadlineExpired, Work
+from .errors import PeerFailedError
+
+
+def waiter(timeout: float | None):
+    """left() -> seconds left of `timeout` from now on (None: no limit)."""
+    end = None if timeout is None else time.monotonic() + timeout
+    return lambda: None if end is None else max(0.0, end - time.monotonic())
+
+
+class SendWork(Work):
+    """A framed send: the header and the payload's raw messages, all posted at once.
+
+    A direct send (gloo, payload beyond the inline size) also records when it was posted
+    and whether its header was copied to the receiver's listener (framing.Framer._watch).
+    """
+
+    def __init__(self, works: list[Work], keep, dst: int, direct: bool, done: Callable | None = None):
+        self._works = works
+        self.keep = keep                    # (control, tensor): buffers must outlive the transfer
+        self.dst, self.direct = dst, direct
+        self.posted = time.monotonic()
+        self.copied = False
+        self._done = done
+
+    def wait(self, timeout: float | None) -> None:
+        left = waiter(timeout)
+        while self._works:
+            self._works[0].wait(left())
+            self._works.pop(0)
+        if self._done is not None:
+            self._done(self)
+            self._done = None
+
+
+class RecvWork(Work):
+    """A framed receive. `header` (a raw receive of the header on its own wire tag) is set for
+    a gloo direct receive; `claim(work)` checks the header it brought."""
+
+    def __init__(self, tensor: torch.Tensor, src: int, tag: int, seq: int, op: str):
+        self.tensor, self.src, self.tag, self.seq, self.op = tensor, src, tag, seq, op
+        self.ready = threading.Event()      # set once the header was matched (or failed)
+        self.parts: list[Work] = []         # the payload's raw receives, in order
+        self.wire_tags: list[int] = []      # their wire tags (and the header's, when direct)
+        self.error: BaseException | None = None
+        self.header: Work | None = None
+        self.header_buf: torch.Tensor | None = None
+        self.claim: Callable | None = None
+
+    def fail(self, exc: BaseException) -> None:
+        self.error = PeerFailedError(f"the connection broke while receiving from rank {self.src} "
+                                     f"({type(exc).__name__}: {str(exc).splitlines()[0][:160] if str(exc) else ''}); "
+                                     f"another rank probably failed first")
+        self.ready.set()
+
+    def wait(self, timeout: float | None) -> None:
+        left = waiter(timeout)
+        if self.header is not None:
+            if self.ready.is_set():
+                # The listener matched this receive first (a copy of the header, or a small
+                # message that does not fit): the header receive is filled all the same.
+                if not isinstance(self.error, PeerFailedError):
+                    self.header.wait(left())
+            else:
+                self.header.wait(left())
+                self.claim(self)
+            self.header = None
+        if not self.ready.wait(left()):
+            raise DeadlineExpired(f"recv from {self.src} tag {self.tag}")
+        if self.error is not None:
+            raise self.error
+        while self.parts:
+            self.parts[0].wait(left())
+            self.parts.pop(0)
