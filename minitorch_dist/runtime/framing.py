@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import threading
 import time
+import weakref
 from collections import Counter, defaultdict
 from typing import Callable
 
@@ -81,7 +82,8 @@ class Framer:
         self._early: dict[tuple[int, int, int], torch.Tensor] = {}  # headers whose receive is not posted
         self._skewed: dict[int, dict[int, tuple]] = defaultdict(dict)  # src -> {wire tag: (why, after, before)}
         self._drains: list = []           # raw receives kept alive, never waited (see _settle)
-        self._unfinished: dict[int, SendWork] = {}    # direct sends not yet waited to the end
+        self._unfinished: dict[int, weakref.ref] = {}  # direct sends not yet waited to the end (an
+        # isend nobody waits on is dropped with its handle, not kept here)
         self._broken: BaseException | None = None
         self._stop = threading.Event()
         self._threads = []
@@ -113,7 +115,7 @@ class Framer:
         if not direct:
             return SendWork(works, (control, tensor), dst, False)
         work = SendWork(works, (control, tensor), dst, True, self._finished)
-        self._unfinished[id(work)] = work
+        self._unfinished[id(work)] = weakref.ref(work, lambda _, key=id(work): self._unfinished.pop(key, None))
         return work
 
     def _finished(self, work: SendWork) -> None:
@@ -262,8 +264,9 @@ class Framer:
         try:
             while not self._stop.wait(COPY_AFTER / 2):
                 now = time.monotonic()
-                for work in list(self._unfinished.values()):
-                    if not work.copied and now - work.posted >= COPY_AFTER:
+                for ref in list(self._unfinished.values()):
+                    work = ref()
+                    if work is not None and not work.copied and now - work.posted >= COPY_AFTER:
                         work.copied = True
                         self._raw_isend(with_kind(work.keep[0], _COPY), work.dst, CONTROL_TAG).wait(None)
         except BaseException:  # noqa: BLE001 - the connection broke: the waits report it
