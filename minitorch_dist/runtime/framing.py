@@ -113,8 +113,8 @@ class Framer:
         data = as_bytes(tensor) if parts else None
         works += [self._raw_isend(data[offset:offset + length], dst, wire_tag) for offset, length, wire_tag in parts]
         if not direct:
-            return SendWork(works, (control, tensor), dst, False)
-        work = SendWork(works, (control, tensor), dst, True, self._finished)
+            return SendWork(works, (control, tensor), dst)
+        work = SendWork(works, (control, tensor), dst, self._finished)
         self._unfinished[id(work)] = weakref.ref(work, lambda _, key=id(work): self._unfinished.pop(key, None))
         return work
 
@@ -162,7 +162,8 @@ class Framer:
         try:
             kind, sent_op, dtype, shape, tag, seq, _ = decode_header(control)
             if kind not in (_MSG, _COPY) or seq != work.seq:
-                raise self._out_of_step(work, f"its header receive got {'a filler' if kind == _FILL else f'message {seq}'}")
+                got = "a filler" if kind == _FILL else f"message {seq}"
+                raise self._out_of_step(work, f"its header receive got {got}")
             try:
                 check_match(work.tensor, dtype, shape, sent_op, work.op, self._name(self._rank),
                             self._name(work.src), tag)
@@ -197,15 +198,15 @@ class Framer:
     def _settle(self, work: RecvWork, sent_nbytes: int) -> None:
         """A failed receive: take the sender's parts that none of ours will take (so its send
         completes), and mark wire tags whose later receives are now out of step."""
+        header = header_tag(work.tag, work.seq)
         sent = {}
         if sent_nbytes > INLINE_BYTES:    # a payload message: its parts, and its direct header
             sent = {wire_tag: length for _, length, wire_tag in self._parts(work.tag, work.seq, sent_nbytes)}
-            sent[header_tag(work.tag, work.seq)] = HEADER_BYTES
+            sent[header] = HEADER_BYTES
         ours = Counter(work.wire_tags)
-        own_header = header_tag(work.tag, work.seq)
-        if ours[own_header] and own_header not in sent:
+        if ours[header] and header not in sent:
             # A small message met our direct receive: its sender fills our header receive.
-            ours[own_header] = 0
+            ours[header] = 0
             nudge = self._raw_isend(encode_control(_NUDGE, self._rank, tag=work.tag, seq=work.seq),
                                     work.src, CONTROL_TAG)
             with self._lock:

@@ -27,14 +27,15 @@ def waiter(timeout: float | None):
 class SendWork(Work):
     """A framed send: the header and the payload's raw messages, all posted at once.
 
-    A direct send (gloo, payload beyond the inline size) also records when it was posted
-    and whether its header was copied to the receiver's listener (framing.Framer._watch).
+    It records when it was posted and whether its header was copied to the receiver's
+    listener (framing.Framer._watch, for gloo direct sends); `done(work)` runs once the
+    wait has seen every raw message through.
     """
 
-    def __init__(self, works: list[Work], keep, dst: int, direct: bool, done: Callable | None = None):
+    def __init__(self, works: list[Work], keep, dst: int, done: Callable | None = None):
         self._works = works
         self.keep = keep                    # (control, tensor): buffers must outlive the transfer
-        self.dst, self.direct = dst, direct
+        self.dst = dst
         self.posted = time.monotonic()
         self.copied = False
         self._done = done
