@@ -73,13 +73,18 @@ class RecvWork(Work):
     def wait(self, timeout: float | None) -> None:
         left = waiter(timeout)
         if self.header is not None:
-            if self.ready.is_set():
-                # The listener matched this receive first (a copy of the header, or a small
-                # message that does not fit): the header receive is filled all the same.
-                if not isinstance(self.error, PeerFailedError):
+            # Once the listener has matched this receive (a copy of the header, or a small message
+            # that does not fit), the header receive is still filled, by the header itself or by
+            # the sender's filler; should that fail, the error the listener found is the one to report.
+            matched = self.ready.is_set()
+            if not isinstance(self.error, PeerFailedError):
+                try:
                     self.header.wait(left())
-            else:
-                self.header.wait(left())
+                except (DeadlineExpired, PeerFailedError):
+                    if self.error is None:
+                        raise
+                    matched = True
+            if not matched:
                 self.claim(self)
             self.header = None
         if not self.ready.wait(left()):

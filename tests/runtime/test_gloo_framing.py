@@ -10,7 +10,7 @@ import torch
 
 from minitorch_dist import MessageMismatchError, RankError, launch
 from minitorch_dist.runtime.wire import (CONTROL_TAG, INLINE_BYTES, MAX_PAYLOAD_BYTES, MAX_TAG, PART_MANT_BITS,
-                                         PART_SEQ_BITS, part_tag, payload_parts)
+                                         PART_SEQ_BITS, TAG_BITS, part_tag, payload_parts)
 
 FLOATS = INLINE_BYTES // 4 + 1          # the smallest float32 message that is not inline
 
@@ -168,17 +168,25 @@ def test_waiting_on_isend_before_the_receive_is_posted():
 
 
 def _who_checks_headers(group):
-    """A ring of sendrecvs, payload-sized and inline: record which thread checked each header."""
+    """A ring of sendrecvs, payload-sized and inline: record the wire tag each message's header
+    went out on, and which thread checked each header that came in."""
     from minitorch_dist.runtime import framing
     framer, copy_after = group._backend._framer, framing.COPY_AFTER
     framing.COPY_AFTER = 60.0      # no copies to the listener, however late a rank is here
-    checked = []
-    match = framer._match
+    sent, checked = [], []
+    match, raw_isend = framer._match, framer._raw_isend
 
-    def recording(work, control):
+    def recording_match(work, control):
         checked.append((work.tensor.numel(), threading.current_thread().name.startswith("minitorch_dist-listener")))
         match(work, control)
-    framer._match = recording
+
+    def recording_isend(buf, dst, wire_tag):
+        if wire_tag == CONTROL_TAG:
+            sent.append("control")
+        elif wire_tag >> (TAG_BITS + PART_SEQ_BITS) == 0:          # length code 0: a header
+            sent.append("header")
+        return raw_isend(buf, dst, wire_tag)
+    framer._match, framer._raw_isend = recording_match, recording_isend
     p, r = group.size, group.rank
     try:
         for n in (3 * FLOATS, 5, (1 << 20) + 3):
@@ -187,16 +195,18 @@ def _who_checks_headers(group):
             assert (got == (r - 1) % p).all()
     finally:
         framing.COPY_AFTER = copy_after
-        framer._match = match
-    return checked
+        framer._match, framer._raw_isend = match, raw_isend
+    return sent, [entry for entry in checked if entry[0] != 5]
 
 
 def test_payload_headers_are_checked_by_the_waiting_thread_not_the_listener():
-    """gloo: a payload message's header comes on its own wire tag to the receive itself (no hop
-    through the listener thread, ~1 ms per message on busy cores); inline messages still go
-    through the listener, so small sends complete without a posted receive."""
-    for checked in launch(_who_checks_headers, 3, deadline=60):
-        assert checked == [(3 * FLOATS, False), (5, True), ((1 << 20) + 3, False)]
+    """gloo: a payload message's header goes on its own wire tag to the receive itself and is
+    checked there (no hop through the listener thread, ~1 ms per message on busy cores); an
+    inline message still goes to the listener, so small sends complete without a posted receive
+    (the listener, or the receive posted after it came, matches it)."""
+    for sent, checked in launch(_who_checks_headers, 3, deadline=60):
+        assert sent == ["header", "control", "header"]
+        assert checked == [(3 * FLOATS, False), ((1 << 20) + 3, False)]
 
 
 def _late_receiver(group, n):
