@@ -5,7 +5,7 @@ numel, tag, sequence number, sender's rank, shape...) followed, for payloads up 
 16 KiB - 128 bytes, by the payload itself; listeners post 16 KiB receives. Larger payloads
 travel as raw messages of their own: on mpi one, on data tag (tag << SEQ_BITS) | seq; on gloo
 one per part of payload_parts(), on part_tag(tag, seq, code), so that a payload only ever meets
-a receive of exactly its own byte count, and their header alone (HEADER_BYTES) on
+a receive of exactly its own byte count, and the header alone (HEADER_BYTES) on
 header_tag(tag, seq). How messages flow is framing.py's business.
 
 check_match is shared by every backend (sim too), so a receive whose buffer does not
