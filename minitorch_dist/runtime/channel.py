@@ -1,5 +1,9 @@
 """Messages between the launcher and its rank processes: pickled bytes over a Connection.
 
+From launcher to ranks always pickle (the launcher trusts itself). From ranks to launcher pickle
+too, except when the ranks run code the launcher must not trust (a rank host, see host.py): then
+`send_plain` / `recv_plain` carry plain data (plain.py), which reading cannot turn into code.
+
 Plain pickling on purpose: multiprocessing's own pickler (with torch imported) would
 pass tensors as shared-memory file descriptors, which needs the two processes to
 share multiprocessing's authkey (not true for ranks started by mpiexec) and ties a
@@ -12,6 +16,10 @@ import pickle
 
 import cloudpickle
 
+from . import plain
+
+MAX_PLAIN_MESSAGE = 1 << 30      # bytes: a larger reply from an untrusted rank is refused, not read
+
 
 def send(conn, obj) -> None:
     """Send `obj` (functions defined in __main__ or a notebook go by value)."""
@@ -21,3 +29,13 @@ def send(conn, obj) -> None:
 def recv(conn):
     """Receive one object sent by send()."""
     return pickle.loads(conn.recv_bytes())
+
+
+def send_plain(conn, obj) -> None:
+    """Send `obj` as plain data (plain.PlainDataError if it is not)."""
+    conn.send_bytes(plain.encode(obj))
+
+
+def recv_plain(conn):
+    """Receive one object sent by send_plain(), without running any code it names."""
+    return plain.decode(conn.recv_bytes(MAX_PLAIN_MESSAGE))

@@ -50,6 +50,7 @@ class RankError(DistError):
         self.message = message
         self.remote_traceback = remote_traceback
         self.cause = cause
+        self.others = others
         text = f"rank {rank} of {world_size} failed with {exc_type}: {message}"
         if remote_traceback:
             text += f"\n\n--- traceback on rank {rank} ---\n{remote_traceback.rstrip()}"

@@ -73,11 +73,14 @@ def _kill_pool() -> None:
         pool.kill()
 
 
-def _rank_error(failures: list[dict], world_size: int, notes: dict[int, str]) -> RankError:
-    """The root cause (first failure that is not a consequence of another) as a RankError."""
+def _rank_error(failures: list[dict], world_size: int, notes: dict[int, str], trusted: bool = True) -> RankError:
+    """The root cause (first failure that is not a consequence of another) as a RankError.
+
+    Untrusted ranks (a rank host) send their exception as a plain record, never as a pickle.
+    """
     root = next((f for f in failures if not f["secondary"]), failures[0])
-    cause = None
-    if root.get("exc") is not None:
+    cause = root.get("exc") if isinstance(root.get("exc"), BaseException) else None
+    if trusted and isinstance(root.get("exc"), bytes):
         try:
             cause = pickle.loads(root["exc"])
         except Exception:  # noqa: BLE001
@@ -111,7 +114,7 @@ def _collect(pool: Pool, task: Task, timeout: float | None) -> list[tuple]:
         open_conns = [c for r, c in enumerate(pool.conns) if r not in replies]
         for conn in wait(open_conns, timeout=0.1):
             rank = rank_of[id(conn)]
-            msg = Pool._recv(conn)
+            msg = pool.recv(conn)
             if msg is None:
                 failures.append({"rank": rank, "exc_type": "RankExited", "exc": None, "secondary": False,
                                  "message": f"the process of rank {rank} {pool.exit_description(rank)} "
@@ -127,7 +130,7 @@ def _collect(pool: Pool, task: Task, timeout: float | None) -> list[tuple]:
                 first_failure = time.monotonic()
     if failures:
         notes = {r: "stopped by the launcher after the failure above" for r in range(n) if r not in replies}
-        raise _rank_error(failures, n, notes)
+        raise _rank_error(failures, n, notes, trusted=not pool.plain)
     return [replies[r] for r in range(n)]
 
 
@@ -174,6 +177,10 @@ def launch(fn, world_size: int | None = None, *, args=(), kwargs=None, backend: 
     if backend not in BACKENDS:
         raise LaunchError(f"launch: backend={backend!r}; use one of {BACKENDS}")
     if backend == "sim":
+        from .host import host_address, run_sim_on_host
+        if host_address():            # untrusted rank code: the whole sim runs in the rank host
+            return run_sim_on_host(host_address(), fn, world_size, args, kwargs,
+                                   {"network": network, "collectives": collectives, "trace": trace})
         from .sim import run_sim
         return run_sim(fn, world_size, args, kwargs, network=network, collectives=collectives, trace=trace)
     if network is not None:
@@ -182,7 +189,7 @@ def launch(fn, world_size: int | None = None, *, args=(), kwargs=None, backend: 
     started = time.perf_counter()
     pool = _get_pool(world_size, backend, start_method, fresh)
     task = Task(uuid.uuid4().hex[:12], payload, deadline, collectives, trace, time.perf_counter(),
-                tuple(sys.path))
+                tuple(sys.path), plain=pool.plain)
     try:
         replies = _collect(pool, task, timeout)
     except BaseException:          # a failure, KeyboardInterrupt, a timeout: no rank survives it

@@ -22,10 +22,11 @@ from multiprocessing.connection import Client
 import cloudpickle
 import torch
 
-from . import channel
+from . import channel, plain
 from .deadlock import FAILED, FINISHED, RUNNING
 from .errors import DeadlockError, PeerFailedError
 from .group import Group, RankContext
+from .host import map_path
 from .trace import Recorder
 
 
@@ -40,6 +41,7 @@ class Task:
     trace: bool
     t0: float
     sys_path: tuple = ()      # the caller's sys.path: functions pickled by reference import from it
+    plain: bool = False       # the caller reads replies as plain data only (a rank host: host.py)
 
 
 _RUNTIME_DIR = os.path.dirname(os.path.abspath(__file__))
@@ -59,13 +61,17 @@ def user_traceback(exc: BaseException) -> str:
     return "Traceback (most recent call last):\n" + "".join(tb.stack.format())
 
 
-def failure(rank: int, exc: BaseException) -> dict:
-    """What the caller needs to report a failed rank (the exception itself only if it pickles)."""
-    try:
-        blob = cloudpickle.dumps(exc)
-        pickle.loads(blob)
-    except Exception:  # noqa: BLE001 - an unpicklable exception still gets reported as text
-        blob = None
+def failure(rank: int, exc: BaseException, plain_only: bool = False) -> dict:
+    """What the caller needs to report a failed rank (the exception itself only if it pickles;
+    with plain_only, only if it is a plain record: the caller does not unpickle)."""
+    if plain_only:
+        blob = exc if plain.record_name(type(exc)) is not None else None
+    else:
+        try:
+            blob = cloudpickle.dumps(exc)
+            pickle.loads(blob)
+        except Exception:  # noqa: BLE001 - an unpicklable exception still gets reported as text
+            blob = None
     return {"rank": rank, "exc_type": type(exc).__name__, "message": str(exc),
             "traceback": user_traceback(exc), "exc": blob,
             "secondary": isinstance(exc, PeerFailedError)}
@@ -78,6 +84,7 @@ def run_task(task: Task, backend, store, world_rank: int, world_size: int, track
                       tracker=tracker_factory(task.run_id))
     ctx.tracker.set_status(RUNNING)
     for entry in reversed(task.sys_path):   # spawned and mpiexec ranks did not inherit it
+        entry = map_path(entry)             # as seen from a rank host (host.py)
         if entry not in sys.path:
             sys.path.insert(0, entry)
     try:
@@ -94,12 +101,12 @@ def run_task(task: Task, backend, store, world_rank: int, world_size: int, track
                                                f"{str(exc).splitlines()[0][:150] if str(exc) else ''}")
         except Exception:  # noqa: BLE001 - the store may be gone
             pass
-        return ("error", failure(world_rank, exc))
+        return ("error", failure(world_rank, exc, plain_only=task.plain))
     finally:
         ctx.tracker.close()
 
 
-class _RankStream(io.TextIOBase):
+class RankStream(io.TextIOBase):
     """sys.stdout/stderr of a rank: whole lines go to the launcher, which prints '[rank r] ...'."""
 
     def __init__(self, send, name: str):
@@ -137,9 +144,11 @@ def serve(rank: int, world_size: int, address, authkey: bytes, spec: dict) -> No
     conn = Client(tuple(address), authkey=authkey)
     send_lock = threading.Lock()
 
+    encode = channel.send_plain if spec.get("plain") else channel.send
+
     def send(msg) -> None:
         with send_lock:
-            channel.send(conn, msg)
+            encode(conn, msg)
 
     send(("hello", rank, os.getpid()))
     tasks: queue.Queue = queue.Queue()
@@ -154,7 +163,7 @@ def serve(rank: int, world_size: int, address, authkey: bytes, spec: dict) -> No
     threading.Thread(target=read, name="minitorch_dist-launcher-link", daemon=True).start()
     from .pool import make_world    # the backend and store for this kind of job
     backend, store, tracker_factory = make_world(rank, world_size, spec)
-    sys.stdout, sys.stderr = _RankStream(send, "stdout"), _RankStream(send, "stderr")
+    sys.stdout, sys.stderr = RankStream(send, "stdout"), RankStream(send, "stderr")
     send(("ready", rank))
     while True:
         msg = tasks.get()
@@ -167,7 +176,7 @@ def serve(rank: int, world_size: int, address, authkey: bytes, spec: dict) -> No
         try:
             send(("reply", task.run_id) + reply)
         except Exception as exc:  # noqa: BLE001 - e.g. a return value that cannot be pickled
-            send(("reply", task.run_id, "error", failure(rank, TypeError(
+            send(("reply", task.run_id, "error", failure(rank, plain_only=task.plain, exc=TypeError(
                 f"rank {rank}: the function's return value could not be sent back to the caller "
                 f"({type(exc).__name__}: {exc}); return tensors, numbers, lists or dicts"))))
     backend.close()
