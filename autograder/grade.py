@@ -32,9 +32,10 @@ import threading
 import time
 
 from autograder import isolate
-from autograder.collect import DEFAULT_LIMIT, JOB_ENV, collect, pytest_args
+from autograder.collect import DEFAULT_LIMIT, JOB_ENV, collect, pytest_args, test_files
 from autograder.results import GradedTest, results_json, summary_table, tail, write_results
 from autograder.runner import make_runner
+from autograder.sandbox import Sandbox, make_student_kit, open_interpreter, protect_secrets, seal
 from autograder.submission import lay_submission
 from tools.overlay import ROOT, copy_kit, homework_manifest
 
@@ -74,15 +75,21 @@ def _slice(text: bytes, start, end) -> str:
     return text[start:end].decode(errors="replace")
 
 
-def run_test(runner, root: str, test: GradedTest, scratch: str, deadline: float, replaced: dict) -> None:
-    """Run one graded test function and fill in its outcomes and notes (never raises)."""
+def run_test(runner, root: str, test: GradedTest, records: str, deadline: float, replaced: dict,
+             box=None, prefixes: tuple[str, ...] = ()) -> None:
+    """Run one graded test function and fill in its outcomes and notes (never raises).
+
+    The pytest process runs in the grader's kit copy (`root`, stubs only) and writes its records to
+    `records` (root-only); with a sandbox `box`, the code under test runs in that test's rank host.
+    """
     nonce = secrets.token_hex(8)
-    results = os.path.join(scratch, f"{nonce}.jsonl")
-    output = os.path.join(scratch, f"{nonce}.out")
+    results = os.path.join(records, f"{nonce}.jsonl")
+    output = os.path.join(records, f"{nonce}.out")
     env = {"AUTOGRADER_RESULTS": results, "AUTOGRADER_NONCE": nonce,
            "MINITORCH_DIST_DEADLINE": f"{min(deadline, max(1.0, test.limit / 2)):g}"}
+    scratch = box.job_scratch(nonce) if box is not None else None
     try:
-        reply = runner.run(pytest_args(root, test.cases), env, output, test.limit)
+        reply = runner.run(pytest_args(root, test.cases), env, output, test.limit, box=box, scratch=scratch)
         test.wall = float(reply.get("wall", 0.0))
         outcomes, started, errors = _records(results, nonce, test.cases)
         with open(output, "rb") as f:
@@ -109,12 +116,16 @@ def run_test(runner, root: str, test: GradedTest, scratch: str, deadline: float,
                               f"(sys.exit / os._exit) or failed to import.\n{why}")
         for c in unreported:
             test.outcomes[c] = {"outcome": "failed", "message": "did not finish (see below)"}
-        prefix = root.rstrip(os.sep) + os.sep                     # kit-relative paths in the feedback
-        for res in test.outcomes.values():
-            for key in ("message", "output"):
-                if isinstance(res.get(key), str):
-                    res[key] = res[key].replace(prefix, "")
-        test.notes = [note.replace(prefix, "") for note in test.notes]
+        host_output = str(reply.get("host_output") or "").strip()
+        if host_output and test.passed < len(test.cases):
+            test.notes.append(f"Output the rank processes wrote outside Python's print:\n{tail(host_output, 2000)}")
+        for prefix in (root, *prefixes):                          # kit-relative paths in the feedback
+            prefix = prefix.rstrip(os.sep) + os.sep
+            for res in test.outcomes.values():
+                for key in ("message", "output"):
+                    if isinstance(res.get(key), str):
+                        res[key] = res[key].replace(prefix, "")
+            test.notes = [note.replace(prefix, "") for note in test.notes]
         messages = " ".join(str(r.get("message", "")) for r in test.outcomes.values()) + " " + test.name
         for task, why in replaced.items():
             if test.passed < len(test.cases) and re.search(rf"\b{re.escape(task)}\b", messages):
@@ -129,27 +140,28 @@ def _task_key(test: GradedTest) -> tuple:
     return (int(m.group(1)), int(m.group(2))) if m else (999, 0)
 
 
-def run_all(runners, tests, kit, scratch, deadline, replaced, quiet) -> None:
+def run_all(runners, tests, kit, records, deadline, replaced, quiet, boxes=None, prefixes=()) -> None:
     """Run every test, one per runner at a time; the longest time limits start first."""
     todo = queue.Queue()
     for test in sorted(tests, key=lambda t: -t.limit) if len(runners) > 1 else tests:
         todo.put(test)
     lock, done = threading.Lock(), []
 
-    def work(runner):
+    def work(runner, box):
         while True:
             try:
                 test = todo.get_nowait()
             except queue.Empty:
                 return
-            run_test(runner, kit, test, scratch, deadline, replaced)
+            run_test(runner, kit, test, records, deadline, replaced, box, prefixes)
             with lock:
                 done.append(test)
                 if not quiet:
                     print(f"[{len(done)}/{len(tests)}] {test.score:g}/{test.points:g}  {test.wall:5.1f}s  "
                           f"{test.name}", file=sys.stderr, flush=True)
 
-    threads = [threading.Thread(target=work, args=(r,), daemon=True) for r in runners]
+    boxes = boxes or [None] * len(runners)
+    threads = [threading.Thread(target=work, args=(r, b), daemon=True) for r, b in zip(runners, boxes)]
     for t in threads:
         t.start()
     for t in threads:
@@ -158,10 +170,12 @@ def run_all(runners, tests, kit, scratch, deadline, replaced, quiet) -> None:
 
 def grade(homework: str, submission: str, out: str | None = "results.json", *, zygote: bool = True,
           deadline: float = DEFAULT_DEADLINE, limit: float = DEFAULT_LIMIT, only: str | None = None,
-          suites: list[tuple[str, str]] | None = None, quiet: bool = False, jobs: int = 1) -> dict:
+          suites: list[tuple[str, str]] | None = None, quiet: bool = False, jobs: int = 1,
+          sandbox: bool = True) -> dict:
     """Grade `submission` for `homework`; returns the results.json object (and writes it to `out`).
 
     jobs > 1 runs that many test functions at once, each zygote forking its own (zygote only).
+    sandbox=False runs the rank hosts as this user with no sandbox (the kit's own quick tests).
     """
     t0 = time.monotonic()
     manifest = homework_manifest(homework)
@@ -169,47 +183,85 @@ def grade(homework: str, submission: str, out: str | None = "results.json", *, z
         suites = [(manifest["public_tests"], "visible"), (manifest["hidden_tests"], "after_published")]
         suites = [s for s in suites if os.path.isdir(os.path.join(ROOT, s[0]))]
     token = secrets.token_hex(8)
-    kit = tempfile.mkdtemp(prefix="autograder-kit-")
-    scratch = tempfile.mkdtemp(prefix="autograder-run-")
-    runners = []
+    kit = tempfile.mkdtemp(prefix="autograder-kit-")            # the grader's copy: stubs, hidden tests
+    records = tempfile.mkdtemp(prefix="autograder-run-")        # records and outputs: root only
+    outside = tempfile.mkdtemp(prefix="autograder-student-")    # the student kit and test scratch
+    os.chmod(outside, 0o711)
+    student_kit, scratch_root = os.path.join(outside, "kit"), os.path.join(outside, "scratch")
+    os.makedirs(scratch_root, mode=0o711)
+    os.chmod(scratch_root, 0o711)
+    runners, boxes, layers = [], [], {}
+    check = None
     try:
         copy_kit(kit)
+        if sandbox and isolate_root():
+            layers["files"] = protect_secrets(ROOT)
+            opened = open_interpreter()
+            if opened:
+                layers["files"] += f"; search permission given on {', '.join(opened)} so the sandbox can run Python"
         env = dict(os.environ, PYTHONPATH=kit, PYTHONDONTWRITEBYTECODE="1", **{isolate.TOKEN_VAR: token},
                    AUTOGRADER_PRELOAD=",".join(manifest.get("preload", [])), **JOB_ENV)
+        env["AUTOGRADER_NETNS"] = "1" if sandbox and isolate_root() else "0"
         runners.append(make_runner(kit, env, zygote=zygote))
-        tests, problems = collect(runners[0], kit, manifest, suites, scratch, limit)
+        tests, problems = collect(runners[0], kit, manifest, suites, records, limit)
         if only:
             tests = [t for t in tests if re.search(only, t.name)]
         tests.sort(key=_task_key)
-        check = lay_submission(submission, kit, manifest)
+        hidden = [f for target, vis in suites if vis != "visible" for f in test_files(kit, target)]
+        make_student_kit(kit, student_kit, None, exclude=hidden + [os.path.join(os.path.dirname(f), "conftest.py")
+                                                                  for f in hidden])
+        check = lay_submission(submission, student_kit, manifest)
         replaced = check.replaced_tasks()
         runners += [make_runner(kit, env, zygote=True) for _ in range(max(1, jobs) - 1 if zygote else 0)]
-        run_all(runners, tests, kit, scratch, deadline, replaced, quiet)
+        taken: set[int] = set()
+        for _ in runners:                     # a uid per runner; the first one's gid reads the student kit
+            boxes.append(Sandbox.create(kit, student_kit, scratch_root, boxes[0].gid if boxes else None, taken)
+                         if sandbox else None)
+        seal(student_kit, boxes[0].gid if boxes and boxes[0] else None)
+        if boxes and boxes[0]:
+            layers.update(boxes[0].layers)
+            layers["files"] = layers.get("files", "") + (
+                "; the student kit copy is root-owned and group-readable, the grader's copy, records and "
+                "results root-only, a private scratch folder per test")
+        run_all(runners, tests, kit, records, deadline, replaced, quiet, boxes, prefixes=(student_kit,))
+        layers["network"] = getattr(runners[0], "network", "unavailable")
     finally:
         for runner in runners:
             runner.close()
+        escaped = sum(box.kill_all() for box in boxes if box is not None)
         left = isolate.sweep(token)
-        shutil.rmtree(kit, ignore_errors=True)
-        shutil.rmtree(scratch, ignore_errors=True)
+        for path in (kit, records, outside):
+            shutil.rmtree(path, ignore_errors=True)
+    if not boxes or boxes[0] is None:
+        layers = {"user": "unavailable: " + ("not root" if sandbox else "switched off (sandbox=False)"),
+                  "files": "unavailable: no separate user", "limits": "unavailable: no sandbox",
+                  "network": "unavailable: no sandbox",
+                  "processes": "partial: each test's process tree and session are killed, then a sweep by "
+                               "environment token"}
     report = check.report()
-    if problems:
-        report += "\n\nProblems while collecting the tests (tell the course staff):\n" + "\n".join(problems)
-    if left:
-        report += f"\n\n{len(left)} process(es) outlived their tests and were killed at the end."
+    if left or escaped:
+        report += f"\n\n{len(left) + escaped} process(es) outlived their tests and were killed at the end."
     check_entry = {"name": "submission check", "score": 0, "max_score": 0,
-                   "status": "passed" if check.ok and not problems else "failed",
+                   "status": "passed" if check.ok else "failed",
                    "output": report, "output_format": "text", "visibility": "visible"}
     elapsed = time.monotonic() - t0
-    table = summary_table(tests, f"{manifest['name']} grade of {submission}", elapsed)
-    results = results_json(tests, check_entry, elapsed, table)
-    results["extra_data"] = {"submission": submission, "swept_at_end": len(left),
-                             "runner": "zygote" if zygote else "subprocess"}
+    title = f"{manifest['name']} grade of {submission}"
+    results = results_json(tests, check_entry, elapsed, title)
+    results["extra_data"] = {"submission": submission, "swept_at_end": len(left) + escaped,
+                             "runner": "zygote" if zygote else "subprocess", "sandbox": layers,
+                             "collection_problems": problems}
     if out:
         write_results(out, results)
     if not quiet:
-        print(report if not check.ok or problems else f"submission check: ok ({len(check.overlaid)} files)")
-        print(table)
+        print(report if not check.ok else f"submission check: ok ({len(check.overlaid)} files)")
+        if problems:
+            print("Problems while collecting the tests:\n" + "\n".join(problems))
+        print(summary_table(tests, title, elapsed))
     return results
+
+
+def isolate_root() -> bool:
+    return os.geteuid() == 0
 
 
 def main(argv=None) -> int:
@@ -227,6 +279,8 @@ def main(argv=None) -> int:
                         help="grade these test folders/files instead of the homework's (visibility default "
                              "after_published); repeatable")
     parser.add_argument("--quiet", action="store_true", help="print only the total line")
+    parser.add_argument("--no-sandbox", action="store_true",
+                        help="run student code as this user without the sandbox (debugging only)")
     parser.add_argument("--jobs", type=int, default=1,
                         help="test functions run at once (zygote runner only; default %(default)s)")
     args = parser.parse_args(argv)
@@ -236,7 +290,7 @@ def main(argv=None) -> int:
     try:
         results = grade(args.homework, args.submission, args.out, zygote=not args.no_zygote, deadline=args.deadline,
                         limit=args.limit, only=args.only, suites=suites, quiet=args.quiet,
-                        jobs=args.jobs)
+                        jobs=args.jobs, sandbox=not args.no_sandbox)
     except ValueError as exc:
         print(f"autograder: {exc}", file=sys.stderr)
         return 2

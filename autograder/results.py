@@ -91,14 +91,28 @@ def tail(text: str, limit: int = MAX_CASE_OUTPUT) -> str:
     return text if len(text) <= limit else "... " + text[-limit:]
 
 
-def results_json(tests: list[GradedTest], check_entry: dict, execution_time: float, summary: str) -> dict:
-    """The whole results.json object."""
+def results_json(tests: list[GradedTest], check_entry: dict, execution_time: float, title: str) -> dict:
+    """The whole results.json object.
+
+    The top-level `output` (always shown) tables the visible tests only, with one line for the
+    others; the full table is an entry of its own with the hidden tests' visibility.
+    """
+    visible = [t for t in tests if t.visibility == "visible"]
+    hidden = [t for t in tests if t.visibility != "visible"]
+    summary = summary_table(visible, f"{title}: public tests", execution_time)
+    entries = [check_entry]
+    if hidden:
+        summary += (f"\n{len(hidden)} hidden test(s) worth {sum(t.points for t in hidden):g} points are shown "
+                    f"when grades are published.")
+        entries.append({"name": "summary of every test", "score": 0, "max_score": 0, "status": "passed",
+                        "output": summary_table(tests, title, execution_time), "output_format": "text",
+                        "visibility": hidden[0].visibility})
     return {"score": round(sum(t.score for t in tests), 4),
             "execution_time": round(execution_time, 1),
             "output": summary,
             "visibility": "visible",
             "stdout_visibility": "hidden",
-            "tests": [check_entry] + [t.entry() for t in tests]}
+            "tests": entries + [t.entry() for t in tests]}
 
 
 def write_results(path: str, results: dict) -> None:

@@ -4,7 +4,9 @@
     reply = runner.run(args=[...], env={...}, output="out.txt", limit=60)
     runner.close()
 
-`reply` is {"status": "exited" | "timeout" | "error", "code", "wall", "leftover", "error"?}.
+`reply` is {"status": "exited" | "timeout" | "error", "code", "wall", "leftover", "error"?, "host_output"?}.
+With `box` (an autograder.sandbox.Sandbox) and `scratch`, the job gets a rank host in that sandbox
+(autograder.rank_host) and every process of the sandbox uid is killed when it ends.
 Both runners kill the job's whole process tree on expiry (autograder.isolate). A zygote that
 dies or stops answering is killed and restarted; the job it was running is an "error".
 """
@@ -32,15 +34,30 @@ class SubprocessRunner:
         self.root, self.env = root, env
         isolate.become_subreaper()
 
-    def run(self, args: list[str], env: dict, output: str, limit: float) -> dict:
+    network = "unavailable: --no-zygote (the test process and its ranks would be in different namespaces)"
+
+    def run(self, args: list[str], env: dict, output: str, limit: float, box=None, scratch=None) -> dict:
+        from autograder import rank_host
+        host = None
+        if box is not None:
+            spec = json.dumps({**rank_host.box_spec(box), "scratch": scratch})
+            host = subprocess.Popen([sys.executable, "-m", "autograder.rank_host", spec], cwd=self.root,
+                                    env=self.env, stdin=subprocess.DEVNULL, start_new_session=True)
+            rank_host.wait_for_socket(scratch, host.pid, limit=120.0)
+            env = {**env, **rank_host.host_env(scratch)}
         with open(output, "wb") as out:
             proc = subprocess.Popen([sys.executable, "-m", "pytest", *args], cwd=self.root,
                                     env={**self.env, **env}, stdin=subprocess.DEVNULL, stdout=out,
                                     stderr=subprocess.STDOUT, start_new_session=True)
         status, code, wall = isolate.wait_limited(proc.pid, limit)
         proc.returncode = code if code is not None else -9
-        leftover = isolate.reap_children()
-        return {"status": status, "code": code, "wall": round(wall, 3), "leftover": leftover}
+        leftover = max(0, box.kill_all() - 1) if box is not None else 0
+        leftover += isolate.reap_children()
+        reply = {"status": status, "code": code, "wall": round(wall, 3), "leftover": leftover}
+        if host is not None:
+            host.wait()
+            reply["host_output"] = rank_host.output_tail(scratch)
+        return reply
 
     def close(self) -> None:
         isolate.reap_children()
@@ -51,6 +68,7 @@ class ZygoteRunner:
 
     def __init__(self, root: str, env: dict):
         self.root, self.env = root, env
+        self.network = "unavailable"
         self.proc: subprocess.Popen | None = None
         self._log = tempfile.TemporaryFile()
         self._buf = b""
@@ -65,6 +83,7 @@ class ZygoteRunner:
         if hello is None or "ready" not in hello:
             self._kill()
             raise RuntimeError(f"the grading helper (autograder.zygote) did not start:\n{self._log_tail()}")
+        self.network = hello.get("network", "unavailable")
 
     def _log_tail(self) -> str:
         self._log.seek(0)
@@ -90,10 +109,12 @@ class ZygoteRunner:
             self.proc.wait()
             self.proc = None
 
-    def run(self, args: list[str], env: dict, output: str, limit: float) -> dict:
+    def run(self, args: list[str], env: dict, output: str, limit: float, box=None, scratch=None) -> dict:
+        from autograder import rank_host
         if self.proc is None or self.proc.poll() is not None:
             self._start()
-        job = {"args": args, "env": env, "cwd": self.root, "output": output, "limit": limit}
+        job = {"args": args, "env": env, "cwd": self.root, "output": output, "limit": limit,
+               "sandbox": rank_host.box_spec(box) if box is not None else None, "scratch": scratch}
         try:
             self.proc.stdin.write((json.dumps(job) + "\n").encode())
             self.proc.stdin.flush()

@@ -3,14 +3,20 @@
     python -m autograder.zygote        (started by autograder.runner, in the kit copy)
 
 Protocol: one JSON job per line on stdin, one JSON reply per line on stdout.
-    job   {"args": [pytest args], "env": {...}, "cwd": dir, "output": file, "limit": seconds}
-    reply {"status": "exited" | "timeout", "code": int | null, "wall": s, "leftover": n}
-The first line written is {"ready": pid}.
+    job   {"args": [pytest args], "env": {...}, "cwd": dir, "output": file, "limit": seconds,
+           "sandbox": {...} | null, "scratch": dir | null}
+    reply {"status": "exited" | "timeout", "code": int | null, "wall": s, "leftover": n, "host_output": text}
+The first line written is {"ready": pid, "network": layer text}.
 
-The zygote never imports the student's modules and never runs a torch op (forking after
-OpenMP has started is unsafe); each child does: os.setsid(), stdout and stderr to the
-job's output file, pytest.main(args). The zygote is a child subreaper: whatever a test
-leaves behind comes back to it and is killed before the reply is sent.
+The zygote runs in the grader's copy of the kit, which holds the stubs, never the submission:
+it and the pytest children it forks are trusted and never import or run student code. For a
+job with a sandbox it first forks the test's rank host (autograder.rank_host: the uid, rlimits,
+the student's kit copy), then the pytest child, whose launches go through that host. It never
+runs a torch op (forking after OpenMP has started is unsafe); each pytest child does:
+os.setsid(), stdout and stderr to the job's output file, pytest.main(args). At the end of a
+job every process of the sandbox uid is killed; the zygote is also a child subreaper, so
+whatever a test leaves behind comes back to it and is killed before the reply is sent.
+With AUTOGRADER_NETNS=1 the zygote first moves into a network namespace of its own.
 """
 
 from __future__ import annotations
@@ -86,21 +92,36 @@ def _child(job: dict) -> None:
 
 
 def run_job(job: dict) -> dict:
-    from autograder import isolate
+    from autograder import isolate, rank_host
+    box = rank_host.box_from_spec(job["sandbox"]) if job.get("sandbox") else None
+    host = None
+    if box is not None:
+        host = rank_host.fork_host(box, job["scratch"])
+        job["env"] = {**job["env"], **rank_host.host_env(job["scratch"])}
     pid = os.fork()
     if pid == 0:
         _child(job)
     status, code, wall = isolate.wait_limited(pid, float(job["limit"]))
-    leftover = isolate.reap_children()
-    return {"status": status, "code": code, "wall": round(wall, 3), "leftover": leftover}
+    leftover = 0
+    if box is not None:
+        leftover = max(0, box.kill_all() - 1)            # every process of the uid but the host itself
+    leftover += isolate.reap_children()
+    reply = {"status": status, "code": code, "wall": round(wall, 3), "leftover": leftover}
+    if host is not None:
+        reply["host_output"] = rank_host.output_tail(job["scratch"])
+    return reply
 
 
 def main() -> None:
     sys.stdout = sys.stderr                 # fd 1 is the reply channel; stray prints go to stderr
+    network = "unavailable: not asked for"
+    if os.environ.get("AUTOGRADER_NETNS") == "1":
+        from autograder.sandbox import isolate_network
+        network = isolate_network()
     _preload()
     from autograder import isolate
     isolate.become_subreaper()
-    os.write(1, (json.dumps({"ready": os.getpid()}) + "\n").encode())
+    os.write(1, (json.dumps({"ready": os.getpid(), "network": network}) + "\n").encode())
     for line in sys.stdin.buffer:
         try:
             reply = run_job(json.loads(line))

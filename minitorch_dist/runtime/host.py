@@ -182,6 +182,10 @@ def _sim_main(conn: Connection, payload: bytes) -> None:
             channel.send_plain(conn, msg)
 
     sys.stdout, sys.stderr = RankStream(send, "stdout"), RankStream(send, "stderr")
+    sys_path, payload = payload
+    for entry in reversed(sys_path):          # where the launcher's functions are importable from
+        if map_path(entry) not in sys.path:
+            sys.path.insert(0, map_path(entry))
     fn, world_size, args, kwargs, options = cloudpickle.loads(payload)
     try:
         res = run_sim(fn, world_size, args, kwargs, **options)
@@ -323,8 +327,8 @@ def run_sim_on_host(address: str, fn, world_size: int, args, kwargs, options: di
     from .results import RunResult
     link = HostLink(address)
     try:
-        link.request(("sim", cloudpickle.dumps((fn, world_size, tuple(args), dict(kwargs or {}), options))),
-                     reply=False)
+        payload = cloudpickle.dumps((fn, world_size, tuple(args), dict(kwargs or {}), options))
+        link.request(("sim", (tuple(sys.path), payload)), reply=False)
         while True:
             msg = link.next(None)
             if msg is None or msg[0] == "exit":

@@ -55,10 +55,16 @@ def plain_record(cls=None, *, fields: tuple[str, ...] | None = None, name: str |
 
 
 def record_name(klass: type) -> str | None:
-    """The registered name of `klass`, or None when it is not a plain record."""
-    for name, (registered, _, _) in _RECORDS.items():
-        if registered is klass:
-            return name
+    """The registered name of `klass`, or None when it is not a plain record. An exception class
+    that is not registered travels as its nearest registered base class (a ValueError subclass
+    arrives as a ValueError)."""
+    names = {registered: name for name, (registered, _, _) in _RECORDS.items()}
+    if klass in names:
+        return names[klass]
+    if isinstance(klass, type) and issubclass(klass, BaseException):
+        for base in klass.__mro__[1:]:
+            if base in names and _RECORDS[names[base]][1] == ("*args",):
+                return names[base]
     return None
 
 
@@ -106,7 +112,12 @@ def _enc(value, buffers: list, depth: int):
     name = record_name(type(value))
     if name is not None:
         _, names, _ = _RECORDS[name]
-        fields = list(value.args) if names == ("*args",) else [getattr(value, f) for f in names]
+        if names == ("*args",):
+            try:
+                return {"$": "rec", "cls": name, "v": [_enc(v, buffers, depth + 1) for v in value.args]}
+            except PlainDataError:        # arguments that are not plain data: the message only
+                return {"$": "rec", "cls": name, "v": [str(value)]}
+        fields = [getattr(value, f) for f in names]
         fields = [None if isinstance(v, BaseException) and record_name(type(v)) is None else v
                   for v in fields]          # a cause that is not a plain record travels as None
         return {"$": "rec", "cls": name, "v": [_enc(v, buffers, depth + 1) for v in fields]}
@@ -214,8 +225,13 @@ def _dec_tensor(doc: dict, buffers: list) -> torch.Tensor:
 
 
 def _register_runtime_records() -> None:
-    """What the runtime itself sends back: counters, trace events and its errors."""
+    """What the runtime itself sends back: counters, trace events, its errors and Python's."""
     from . import errors, trace
+    for klass in (BaseException, Exception, ArithmeticError, AssertionError, AttributeError, EOFError,
+                  ImportError, ModuleNotFoundError, IndexError, KeyError, LookupError, MemoryError,
+                  NotImplementedError, OSError, OverflowError, RecursionError, RuntimeError, TimeoutError,
+                  TypeError, ValueError, ZeroDivisionError, KeyboardInterrupt, SystemExit):
+        plain_record(klass, name=f"builtins.{klass.__name__}")
     for klass in (trace.OpCount, trace.Counters, trace.Event, errors.DistError, errors.DeadlockError,
                   errors.MessageMismatchError, errors.CollectivesDisabledError, errors.PeerFailedError,
                   errors.LaunchError):
