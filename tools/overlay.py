@@ -18,15 +18,16 @@ import argparse
 import contextlib
 import json
 import os
+import posixpath
 import shutil
 import subprocess
 import sys
 import tempfile
-import zipfile
 from dataclasses import dataclass, field
 
+from tools.intake import SKIP_DIRS, Entry, Intake, Limits, OverCap, Refused, human
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SKIP_DIRS = {".git", ".venv", "__pycache__", ".pytest_cache", ".ipynb_checkpoints", "minitorch_dist.egg-info"}
 
 
 @dataclass
@@ -36,6 +37,8 @@ class Overlay:
     root: str
     overlaid: list[str] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)
+    refused: dict[str, str] = field(default_factory=dict)    # kit path -> why it was not taken, what to do
+    notes: list[str] = field(default_factory=list)           # about the submission as a whole
 
     def env(self, base: dict | None = None) -> dict:
         """Environment that imports minitorch_dist from the overlay first."""
@@ -81,55 +84,94 @@ def copy_kit(dest: str, root: str = ROOT) -> None:
         os.symlink(venv, os.path.join(dest, ".venv"))
 
 
-def _find(files: dict[str, str], rel: str) -> str | None:
-    """The submitted file for kit path `rel`: same path, a path ending in it, or a unique base name."""
-    if rel in files:
-        return files[rel]
-    tails = [k for k in files if k.endswith("/" + rel)]
+def _find(entries: dict[str, Entry], rel: str) -> Entry | None:
+    """The submitted entry for kit path `rel`: same path, a path ending in it, or a unique base name."""
+    if rel in entries:
+        return entries[rel]
+    tails = [k for k in entries if k.endswith("/" + rel)]
     if len(tails) == 1:
-        return files[tails[0]]
-    names = [k for k in files if os.path.basename(k) == os.path.basename(rel)]
-    return files[names[0]] if len(names) == 1 else None
+        return entries[tails[0]]
+    names = [k for k in entries if posixpath.basename(k) == posixpath.basename(rel)]
+    return entries[names[0]] if len(names) == 1 else None
 
 
-def _submitted_files(impl: str, scratch: str) -> dict[str, str]:
-    """{relative path: absolute path} of every file of an implementation folder or zip."""
-    if zipfile.is_zipfile(impl):
-        with zipfile.ZipFile(impl) as z:
-            for info in z.infolist():
-                name = os.path.normpath(info.filename)
-                if info.is_dir() or name.startswith(("..", "/")) or "__MACOSX" in name:
-                    continue
-                z.extract(info, scratch)
-        impl = scratch
-    elif not os.path.isdir(impl):
-        raise ValueError(f"implementation {impl!r} is neither a folder nor a zip file")
-    files = {}
-    for folder, dirs, names in os.walk(impl):
-        dirs[:] = [d for d in dirs if d not in SKIP_DIRS]
-        for n in names:
-            path = os.path.join(folder, n)
-            files[os.path.relpath(path, impl).replace(os.sep, "/")] = path
-    return files
+ONLY_SOURCES = "submit only your source files"
+NOTED_ENTRIES = 5       # ignored links, special files, unsafe paths named in the notes; the rest are counted
 
 
-def apply(impl: str, dest: str, editable: list[str] | None = None, root: str = ROOT) -> Overlay:
-    """Lay `impl` ("solutions", a folder or a zip) over the kit copy in `dest`."""
+def apply(impl: str, dest: str, editable: list[str] | None = None, root: str = ROOT,
+          limits: Limits = Limits()) -> Overlay:
+    """Lay `impl` ("solutions", a folder or a zip) over the kit copy in `dest`.
+
+    Only the `editable` kit paths are taken (every regular file when None), and each one only
+    within `limits` (tools.intake): sizes are checked as declared before anything is read, and
+    again while reading. A file that is refused leaves the kit's file (the stub) in place and is
+    listed in `refused` with a sentence that says why and what to do.
+    """
     result = Overlay(dest)
     if impl == "solutions":
         impl = os.path.join(root, "solutions")
-    with tempfile.TemporaryDirectory(prefix="overlay-unzip-") as scratch:
-        files = _submitted_files(impl, scratch)
-        wanted = editable if editable is not None else sorted(files)
+
+    def refuse(rel: str, entry: Entry, why: str) -> None:
+        shown = rel if entry.name == rel else f"{rel} (submitted as {entry.name})"
+        result.refused[rel] = f"{shown} {why}"
+
+    with Intake(impl, limits) as sub:
+        usable = {e.name: e for e in sub.entries if not e.problem}
+        unusable = {e.name: e for e in sub.entries if e.problem}
+        wanted = editable if editable is not None else sorted(usable)
+        chosen: dict[str, Entry] = {}
         for rel in wanted:
-            src = _find(files, rel)
-            if src is None:
+            entry = _find(usable, rel) or _find(unusable, rel)
+            if entry is None:
                 result.missing.append(rel)
+            else:
+                chosen[rel] = entry
+        matched = [id(e) for e in chosen.values()]
+        declared = 0                                      # the declared sizes, before anything is read
+        for rel, entry in list(chosen.items()):
+            if entry.problem:
+                refuse(rel, entry, entry.problem)
+            elif entry.size > limits.file_bytes:
+                refuse(rel, entry, f"is {human(entry.size)}, over the {human(limits.file_bytes)} limit per file: "
+                                   f"{ONLY_SOURCES}")
+            elif declared + entry.size > limits.total_bytes:
+                refuse(rel, entry, f"is {human(entry.size)}, which would bring the files read from the submission "
+                                   f"to {human(declared + entry.size)}, over the {human(limits.total_bytes)} limit "
+                                   f"in total: {ONLY_SOURCES}")
+            else:
+                declared += entry.size
                 continue
+            del chosen[rel]
+        taken = 0
+        for rel, entry in chosen.items():
+            per_file = limits.file_bytes <= limits.total_bytes - taken
+            cap = limits.file_bytes if per_file else limits.total_bytes - taken
+            try:
+                data = sub.read(entry, cap)
+            except OverCap:
+                limit = f"the {human(limits.file_bytes)} limit per file" if per_file else \
+                    f"the {human(limits.total_bytes)} limit on the files read from the submission in total"
+                refuse(rel, entry, f"holds more than {human(cap)} although it declared {human(entry.size)}, over "
+                                   f"{limit}: {ONLY_SOURCES}")
+                continue
+            except Refused as exc:
+                refuse(rel, entry, str(exc))
+                continue
+            taken += len(data)
             target = os.path.join(dest, rel)
             os.makedirs(os.path.dirname(target), exist_ok=True)
-            shutil.copyfile(src, target)
+            with open(target, "wb") as f:
+                f.write(data)
             result.overlaid.append(rel)
+        if sub.overflow:
+            result.notes.append(f"the submission holds more than {limits.entries} files and folders; only the "
+                                f"first {limits.entries} were looked at: {ONLY_SOURCES}")
+        ignored = [e for e in unusable.values() if id(e) not in matched]
+        result.notes += [f"ignored {e.name}, which {e.problem}" for e in ignored[:NOTED_ENTRIES]]
+        if len(ignored) > NOTED_ENTRIES:
+            result.notes.append(f"{len(ignored) - NOTED_ENTRIES} more links, special files or unsafe paths were "
+                                f"ignored")
     return result
 
 
@@ -162,6 +204,10 @@ def main(argv=None) -> int:
         with overlay(args.impl, args.homework, args.keep) as ov:
             for rel in ov.missing:
                 print(f"tools.overlay: {rel} is not in {args.impl}; the stub is used", file=sys.stderr)
+            for rel, why in ov.refused.items():
+                print(f"tools.overlay: refused {why}; the stub is used", file=sys.stderr)
+            for note in ov.notes:
+                print(f"tools.overlay: note: {note}", file=sys.stderr)
             if args.keep:
                 print(f"tools.overlay: kit copy at {ov.root}", file=sys.stderr)
             return subprocess.call(command, cwd=ov.root, env=ov.env())
