@@ -124,3 +124,20 @@ def short_message(exc: BaseException | None, longrepr: str = "") -> str:
         return _cap(head + (f"\n{frames}" if frames else ""))
     where = short_traceback(exc)
     return _cap(f"{type(exc).__name__}: {exc}" + (f"\n{where}" if where else ""))
+
+
+def limit_hint(text: str) -> str | None:
+    """A note when a failure looks like one of the sandbox's limits (sandbox.LIMITS)."""
+    from autograder.sandbox import LIMITS
+    signs = [(("MemoryError", "can't allocate memory", "Cannot allocate memory"),
+              f"memory: {LIMITS['RLIMIT_DATA'] / 2**30:g} GiB per process"),
+             (("File too large", "EFBIG"), f"file size: {LIMITS['RLIMIT_FSIZE'] >> 20} MiB per written file"),
+             (("SIGXCPU",), f"CPU time: {LIMITS['RLIMIT_CPU']} s per process"),
+             (("Resource temporarily unavailable", "can't start new thread"),
+              f"processes and threads: {LIMITS['RLIMIT_NPROC']} in all"),
+             (("Too many open files",), f"open files: {LIMITS['RLIMIT_NOFILE']} per process")]
+    hit = [limit for words, limit in signs if any(w in text for w in words)]
+    if not hit:
+        return None
+    return (f"This looks like a limit of the grading sandbox ({'; '.join(hit)}). The tests need far less: "
+            f"look for a tensor, a file, a loop of processes or threads that grows without bound.")

@@ -31,11 +31,12 @@ import tempfile
 import threading
 import time
 
-from autograder import isolate
+from autograder import feedback, isolate
 from autograder.collect import DEFAULT_LIMIT, JOB_ENV, collect, pytest_args, test_files
 from autograder.results import GradedTest, results_json, summary_table, tail, write_results
 from autograder.runner import make_runner
 from autograder.sandbox import Sandbox, make_student_kit, open_interpreter, protect_secrets, seal
+from autograder.scan import format_findings, scan_submission
 from autograder.submission import lay_submission
 from tools.overlay import ROOT, copy_kit, homework_manifest
 
@@ -116,6 +117,9 @@ def run_test(runner, root: str, test: GradedTest, records: str, deadline: float,
                               f"(sys.exit / os._exit) or failed to import.\n{why}")
         for c in unreported:
             test.outcomes[c] = {"outcome": "failed", "message": "did not finish (see below)"}
+        hint = feedback.limit_hint(" ".join(str(r.get(k, "")) for r in test.outcomes.values() for k in ("message", "output")))
+        if hint and test.passed < len(test.cases):
+            test.notes.append(hint)
         host_output = str(reply.get("host_output") or "").strip()
         if host_output and test.passed < len(test.cases):
             test.notes.append(f"Output the rank processes wrote outside Python's print:\n{tail(host_output, 2000)}")
@@ -171,11 +175,12 @@ def run_all(runners, tests, kit, records, deadline, replaced, quiet, boxes=None,
 def grade(homework: str, submission: str, out: str | None = "results.json", *, zygote: bool = True,
           deadline: float = DEFAULT_DEADLINE, limit: float = DEFAULT_LIMIT, only: str | None = None,
           suites: list[tuple[str, str]] | None = None, quiet: bool = False, jobs: int = 1,
-          sandbox: bool = True) -> dict:
+          sandbox: bool = True, namespaces: bool = True) -> dict:
     """Grade `submission` for `homework`; returns the results.json object (and writes it to `out`).
 
     jobs > 1 runs that many test functions at once, each zygote forking its own (zygote only).
-    sandbox=False runs the rank hosts as this user with no sandbox (the kit's own quick tests).
+    sandbox=False runs the rank hosts as this user with no sandbox (debugging); namespaces=False
+    grades as in a container that refuses them (Gradescope's Docker may): every other layer stays.
     """
     t0 = time.monotonic()
     manifest = homework_manifest(homework)
@@ -191,7 +196,7 @@ def grade(homework: str, submission: str, out: str | None = "results.json", *, z
     os.makedirs(scratch_root, mode=0o711)
     os.chmod(scratch_root, 0o711)
     runners, boxes, layers = [], [], {}
-    check = None
+    check, findings = None, ""
     try:
         copy_kit(kit)
         if sandbox and isolate_root():
@@ -201,7 +206,8 @@ def grade(homework: str, submission: str, out: str | None = "results.json", *, z
                 layers["files"] += f"; search permission given on {', '.join(opened)} so the sandbox can run Python"
         env = dict(os.environ, PYTHONPATH=kit, PYTHONDONTWRITEBYTECODE="1", **{isolate.TOKEN_VAR: token},
                    AUTOGRADER_PRELOAD=",".join(manifest.get("preload", [])), **JOB_ENV)
-        env["AUTOGRADER_NETNS"] = "1" if sandbox and isolate_root() else "0"
+        env.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")     # c10d's hostname warnings in a network namespace
+        env["AUTOGRADER_NETNS"] = "1" if sandbox and namespaces and isolate_root() else "0"
         runners.append(make_runner(kit, env, zygote=zygote))
         tests, problems = collect(runners[0], kit, manifest, suites, records, limit)
         if only:
@@ -211,6 +217,7 @@ def grade(homework: str, submission: str, out: str | None = "results.json", *, z
         make_student_kit(kit, student_kit, None, exclude=hidden + [os.path.join(os.path.dirname(f), "conftest.py")
                                                                   for f in hidden])
         check = lay_submission(submission, student_kit, manifest)
+        findings = format_findings(scan_submission(student_kit, check.overlaid))
         replaced = check.replaced_tasks()
         runners += [make_runner(kit, env, zygote=True) for _ in range(max(1, jobs) - 1 if zygote else 0)]
         taken: set[int] = set()
@@ -224,7 +231,8 @@ def grade(homework: str, submission: str, out: str | None = "results.json", *, z
                 "; the student kit copy is root-owned and group-readable, the grader's copy, records and "
                 "results root-only, a private scratch folder per test")
         run_all(runners, tests, kit, records, deadline, replaced, quiet, boxes, prefixes=(student_kit,))
-        layers["network"] = getattr(runners[0], "network", "unavailable")
+        layers["network"] = getattr(runners[0], "network", "unavailable") if namespaces else \
+            "unavailable: switched off (--no-namespaces)"
     finally:
         for runner in runners:
             runner.close()
@@ -249,13 +257,14 @@ def grade(homework: str, submission: str, out: str | None = "results.json", *, z
     results = results_json(tests, check_entry, elapsed, title)
     results["extra_data"] = {"submission": submission, "swept_at_end": len(left) + escaped,
                              "runner": "zygote" if zygote else "subprocess", "sandbox": layers,
-                             "collection_problems": problems}
+                             "collection_problems": problems, "static_scan": findings}
     if out:
         write_results(out, results)
     if not quiet:
         print(report if not check.ok else f"submission check: ok ({len(check.overlaid)} files)")
         if problems:
             print("Problems while collecting the tests:\n" + "\n".join(problems))
+        print(f"static scan of the submission (instructors only):\n{findings}")
         print(summary_table(tests, title, elapsed))
     return results
 
@@ -281,6 +290,8 @@ def main(argv=None) -> int:
     parser.add_argument("--quiet", action="store_true", help="print only the total line")
     parser.add_argument("--no-sandbox", action="store_true",
                         help="run student code as this user without the sandbox (debugging only)")
+    parser.add_argument("--no-namespaces", action="store_true",
+                        help="no network namespace, as in a container that refuses them (the other layers stay)")
     parser.add_argument("--jobs", type=int, default=1,
                         help="test functions run at once (zygote runner only; default %(default)s)")
     args = parser.parse_args(argv)
@@ -290,7 +301,8 @@ def main(argv=None) -> int:
     try:
         results = grade(args.homework, args.submission, args.out, zygote=not args.no_zygote, deadline=args.deadline,
                         limit=args.limit, only=args.only, suites=suites, quiet=args.quiet,
-                        jobs=args.jobs, sandbox=not args.no_sandbox)
+                        jobs=args.jobs, sandbox=not args.no_sandbox,
+                        namespaces=not args.no_namespaces)
     except ValueError as exc:
         print(f"autograder: {exc}", file=sys.stderr)
         return 2

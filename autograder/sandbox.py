@@ -44,7 +44,7 @@ LIMITS = {                  # rlimit name -> soft = hard limit for every student
     "RLIMIT_DATA": 6 << 30,          # bytes of heap and anonymous memory, per process
     "RLIMIT_CPU": 600,               # seconds of CPU, per process (tests have wall limits far below)
     "RLIMIT_FSIZE": 256 << 20,       # bytes per file written
-    "RLIMIT_NPROC": 4096,            # processes and threads of the uid
+    "RLIMIT_NPROC": 2048,            # processes and threads of the uid
     "RLIMIT_NOFILE": 4096,           # open files per process
 }
 LIMIT_MESSAGES = {          # how a limit shows up, for feedback

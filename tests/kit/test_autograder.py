@@ -19,63 +19,8 @@ import pytest
 from autograder import isolate
 from autograder.feedback import short_message
 from autograder.grade import grade
+from tests.kit.submissions import SUITE, by_name, insert_after_marker, make_submission, run, zip_folder
 from tools.overlay import ROOT, homework_manifest
-
-SUITE = [("tests/kit/fixtures/suite/suite_collectives.py", "after_published")]
-EDITABLE = homework_manifest("hw1")["editable"]
-NAMES = {"broadcast": "test_broadcast", "naive": "test_naive_sum", "ring": "test_ring_sum"}
-
-
-def make_submission(folder, mutate=None, drop=(), nested=None):
-    """The reference files, flat in `folder` (or under `nested`/<kit path>), with `mutate` {file: fn(text)}."""
-    os.makedirs(folder, exist_ok=True)
-    for rel in EDITABLE:
-        name = os.path.basename(rel)
-        if name in drop:
-            continue
-        with open(os.path.join(ROOT, "solutions", rel)) as f:
-            text = f.read()
-        if mutate and name in mutate:
-            new = mutate[name](text)
-            assert new != text, f"the mutation of {name} changed nothing"
-            text = new
-        target = os.path.join(folder, nested, rel) if nested else os.path.join(folder, name)
-        os.makedirs(os.path.dirname(target), exist_ok=True)
-        with open(target, "w") as f:
-            f.write(text)
-    return str(folder)
-
-
-def zip_folder(folder, zip_path):
-    with zipfile.ZipFile(zip_path, "w") as z:
-        for base, _, files in os.walk(folder):
-            for name in files:
-                path = os.path.join(base, name)
-                z.write(path, os.path.relpath(path, folder))
-    return str(zip_path)
-
-
-def insert_after_marker(task, code):
-    """A mutation: put `code` (indented 4) at the start of the student region of `task`."""
-    def mutate(text):
-        marker = f"# BEGIN SOLUTION  (HW1 task {task})\n"
-        assert marker in text
-        return text.replace(marker, marker + "".join(f"    {line}\n" for line in code.splitlines()))
-    return mutate
-
-
-def by_name(results):
-    """{short test function name: test entry} plus the submission check under "check"."""
-    out = {"check": results["tests"][0]}
-    for t in results["tests"][1:]:
-        out[t["name"].rsplit(": ", 1)[-1]] = t
-    return out
-
-
-def run(submission, **kw):
-    kw.setdefault("suites", SUITE)
-    return grade("hw1", submission, out=None, quiet=True, **kw)
-
 
 @pytest.fixture
 def marked_env(monkeypatch):
@@ -195,11 +140,12 @@ _os._exit(0)
 
 
 def test_os_exit_and_fake_json_at_import_score_zero(tmp_path):
+    """The code runs at import in the ranks only (the test process has the stubs): every rank exits."""
     sub = make_submission(tmp_path / "sub", {"all_reduce.py": lambda text: text + CHEAT})
     results = run(sub)
     assert results["score"] == 0
     naive = by_name(results)["test_naive_sum"]
-    assert "ended (exit code 0) before reporting" in naive["output"]
+    assert "exited with code 0" in naive["output"], naive["output"]
 
 
 def test_feedback_names_the_stub_through_a_rank_error():
@@ -268,5 +214,5 @@ def test_an_infinite_loop_under_mpiexec_is_killed_too(tmp_path, marked_env):
     spin = insert_after_marker("1.4", "while True:\n    pass")
     results = run(make_submission(tmp_path / "sub", {"all_reduce.py": spin}), suites=suite, limit=8)
     assert results["score"] == 0
-    assert "Timed out after 8 s" in results["tests"][1]["output"]
+    assert "Timed out after 8 s" in by_name(results)["test_naive_sum_mpi"]["output"]
     assert results["extra_data"]["swept_at_end"] == 0

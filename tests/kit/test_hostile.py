@@ -1,0 +1,193 @@
+"""Hostile submissions: the autograder's score stays what the wrong code deserves, whatever it tries.
+
+Each submission gives wrong answers (worth 0 points) after running an attack from attacks.py in
+its ranks: forging records, patching checkers and comparison functions, editing the tests and the
+kit, reading hidden tests and solutions, escaping the end-of-test kill to rewrite results.json,
+sabotaging a concurrent grading, reaching the network, and exhausting memory, processes and disk.
+Every test checks: the score, what the attack printed it achieved (ATTACK-<KIND> lines, and
+ATTACK-DONE to prove it ran), that the kit is unchanged, and that no sandboxed process is left.
+The attacks that namespaces could help against run twice: with a network namespace, and without
+(as in a Docker container that refuses them), where every other layer must keep the score sound.
+"""
+
+import hashlib
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+from autograder.sandbox import UID_BASE, UID_SPAN, owner_uid
+from tests.kit.attacks import attack
+from tests.kit.submissions import SUITE, by_name, insert_after_marker, make_submission, run
+from tools.overlay import ROOT
+
+pytestmark = [pytest.mark.slow,
+              pytest.mark.skipif(os.geteuid() != 0, reason="the sandbox's user layer needs root (CI runs as root)")]
+NAMESPACES = [pytest.param(True, id="namespaces"), pytest.param(False, id="no-namespaces")]
+SUCCESS = re.compile(r"ATTACK-(FORGED|SECRET|WROTE|READ|CONNECTED): .*")
+WATCHED = ("autograder", "solutions", "assignments", "minitorch_dist", "tests", "tools")
+
+
+def kit_digest() -> str:
+    """A hash of every file of the kit the attacks aim at (what the grader must never let change)."""
+    h = hashlib.sha256()
+    for top in WATCHED:
+        for folder, dirs, names in os.walk(os.path.join(ROOT, top)):
+            dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+            for name in sorted(names):
+                path = os.path.join(folder, name)
+                h.update(path.encode())
+                with open(path, "rb") as f:
+                    h.update(f.read())
+    return h.hexdigest()
+
+
+def sandboxed_processes() -> list[int]:
+    """Live processes owned by a sandbox uid (none may outlive a grading)."""
+    found = []
+    for d in os.listdir("/proc"):
+        uid = owner_uid(int(d)) if d.isdigit() else None
+        if uid is not None and UID_BASE <= uid < UID_BASE + UID_SPAN:
+            try:
+                with open(f"/proc/{d}/stat", "rb") as f:
+                    if f.read().rsplit(b")", 1)[1].split()[0] != b"Z":
+                        found.append(int(d))
+            except OSError:
+                pass
+    return found
+
+
+def hostile(tmp_path, **attacks_by_function) -> str:
+    """A submission whose naive (1.4), ring (1.7) and broadcast (1.2) run the given attacks, then
+    return x unchanged (wrong on every rank but by chance)."""
+    regions = {"naive": ("all_reduce.py", "1.4"), "ring": ("all_reduce.py", "1.7"), "broadcast": ("tree.py", "1.2")}
+    mutate: dict = {}
+    for function, code in attacks_by_function.items():
+        file, task = regions[function]
+        step = insert_after_marker(task, code)
+        before = mutate.get(file)
+        mutate[file] = (lambda s, b=before, m=step: m(b(s) if b else s))
+    return make_submission(tmp_path / "hostile", mutate)
+
+
+def all_outputs(results) -> str:
+    return "\n".join(t["output"] for t in results["tests"])
+
+
+def check_sound(results, done: list[str], digest_before: str) -> None:
+    """Nothing scored, every attack ran and achieved nothing, the kit is intact, nobody is left."""
+    text = all_outputs(results)
+    assert results["score"] == 0, [(t["name"], t["score"]) for t in results["tests"]]
+    for name in done:
+        assert f"ATTACK-DONE: {name}" in text, f"the {name} attack did not run or its output was lost:\n{text[-3000:]}"
+    assert not SUCCESS.findall(text), SUCCESS.findall(text)[:10]
+    assert kit_digest() == digest_before, "the kit was changed during the grading"
+    assert sandboxed_processes() == [], "sandboxed processes outlived the grading"
+    layers = results["extra_data"]["sandbox"]
+    assert layers["user"].startswith("active") and layers["processes"].startswith("active"), layers
+
+
+@pytest.mark.parametrize("namespaces", NAMESPACES)
+def test_forging_patching_editing_and_reading_score_nothing(tmp_path, namespaces):
+    digest = kit_digest()
+    sub = hostile(tmp_path, naive=attack("FORGE", ROOT), ring=attack("EDIT", ROOT), broadcast=attack("READ", ROOT))
+    out = tmp_path / "results.json"
+    results = run(sub, out=str(out), namespaces=namespaces)
+    check_sound(results, ["FORGE", "EDIT", "READ"], digest)
+    assert json.loads(out.read_text())["score"] == 0
+    assert results["extra_data"]["sandbox"]["network"].startswith("active" if namespaces else "unavailable")
+    for name in ("test_naive_sum", "test_ring_sum", "test_broadcast"):      # hidden: not in the top-level table
+        assert name not in results["output"]
+        assert by_name(results)[name]["visibility"] == "after_published"
+
+
+@pytest.mark.parametrize("namespaces", NAMESPACES)
+def test_an_escaped_process_cannot_rewrite_results_later(tmp_path, namespaces):
+    digest = kit_digest()
+    out = tmp_path / "results.json"
+    results = run(hostile(tmp_path, naive=attack("ESCAPE", ROOT)), only="1.4", out=str(out), namespaces=namespaces)
+    assert "ATTACK-SPAWNED" in all_outputs(results)
+    written = out.read_text()
+    time.sleep(6)                                            # the sleeper would have woken after 4 s
+    assert out.read_text() == written and json.loads(written)["score"] == 0
+    check_sound(results, ["ESCAPE"], digest)
+
+
+@pytest.mark.parametrize("namespaces", NAMESPACES)
+def test_the_network_beyond_the_sandbox_is_out_of_reach(tmp_path, namespaces):
+    digest = kit_digest()
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        server.settimeout(0)
+        port = server.getsockname()[1]
+        results = run(hostile(tmp_path, naive=attack("NETWORK", ROOT, port)), only="1.4", namespaces=namespaces)
+        try:
+            server.accept()
+            reached = True
+        except BlockingIOError:
+            reached = False
+    text = all_outputs(results)
+    if namespaces:
+        check_sound(results, ["NETWORK"], digest)
+        assert not reached
+    else:          # without a namespace the grader's own loopback is reachable: said, and the score holds
+        assert results["score"] == 0 and "ATTACK-DONE: NETWORK" in text
+        assert results["extra_data"]["sandbox"]["network"].startswith("unavailable")
+        assert sandboxed_processes() == []
+
+
+def test_memory_processes_and_disk_hit_limits_with_a_clear_message(tmp_path):
+    digest = kit_digest()
+    sub = hostile(tmp_path, naive=attack("MEMORY", ROOT), ring=attack("PROCESSES", ROOT), broadcast=attack("DISK", ROOT))
+    results = run(sub, limit=60)
+    tests = by_name(results)
+    assert results["score"] == 0
+    for name in ("test_naive_sum", "test_ring_sum", "test_broadcast"):
+        assert "limit of the grading sandbox" in tests[name]["output"], tests[name]["output"][-2000:]
+    assert "memory: 6 GiB per process" in tests["test_naive_sum"]["output"]
+    assert "file size: 256 MiB" in tests["test_broadcast"]["output"]
+    assert kit_digest() == digest and sandboxed_processes() == []
+
+
+def test_a_concurrent_grading_cannot_be_sabotaged(tmp_path):
+    """A correct submission graded beside a hostile one (on the same machine, at the same time)
+    keeps full marks; the hostile one tries to edit every kit copy and to reach every open port."""
+    sub = hostile(tmp_path, naive=attack("SABOTAGE", ROOT), ring=attack("SABOTAGE", ROOT),
+                  broadcast=attack("SABOTAGE", ROOT))
+    cmd = [sys.executable, "-m", "autograder.grade", "hw1"]
+    tail = ["--tests", SUITE[0][0], "--quiet"]
+    victim = subprocess.Popen(cmd + ["solutions", "--out", str(tmp_path / "victim.json")] + tail, cwd=ROOT,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    attacker = subprocess.Popen(cmd + [sub, "--out", str(tmp_path / "attacker.json")] + tail, cwd=ROOT,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    victim_out, _ = victim.communicate(timeout=600)
+    attacker_out, _ = attacker.communicate(timeout=600)
+    assert "TOTAL hw1 solutions: 4.00 / 4" in victim_out, victim_out
+    results = json.loads((tmp_path / "attacker.json").read_text())
+    assert results["score"] == 0
+    assert not SUCCESS.findall(all_outputs(results))
+    assert sandboxed_processes() == []
+
+
+@pytest.mark.parametrize("homework,task,file,ending", [
+    ("hw2", "2.2", "ddp.py", "return"),
+    ("hw4", "4.1", "comm.py", "raise RuntimeError('wrong on purpose')"),
+])
+def test_forging_scores_no_more_than_the_wrong_code_on_every_homework(tmp_path, homework, task, file, ending):
+    """The same wrong code with and without the forging attack: the attack never adds a point."""
+    hw = homework.upper()
+    wrong = make_submission(tmp_path / "wrong", {file: insert_after_marker(task, ending, hw)}, homework=homework)
+    forged = make_submission(tmp_path / "forged", {file: insert_after_marker(task, attack("FORGE", ROOT, ending=ending), hw)},
+                             homework=homework)
+    only = re.escape(task) + " "
+    deserved = run(wrong, homework, only=only, jobs=2)
+    got = run(forged, homework, only=only, jobs=2)
+    assert deserved["score"] < sum(t["max_score"] for t in deserved["tests"]), "the wrong code must lose points"
+    assert got["score"] <= deserved["score"], (got["score"], deserved["score"])
+    assert "ATTACK-DONE: FORGE" in all_outputs(got)
+    assert not SUCCESS.findall(all_outputs(got))
+    assert sandboxed_processes() == []
