@@ -6,34 +6,35 @@
 
 SUBMISSION is a folder or a zip holding the homework's editable files (at their kit paths,
 under one top folder, or flat). Steps:
-  1. copy the pristine kit to a temporary folder; start the runner there (a zygote that has
-     imported torch, pytest and the runtime, or a fresh python per test with --no-zygote);
-  2. collect the public and hidden tests against the stubs: one graded test per function;
-  3. lay the submission's editable files over the kit; a file that is missing or does not
-     compile is replaced by its stub and reported in the "submission check" entry;
-  4. run each test function in its own session with a wall-clock limit (time_limit marker,
-     else --limit) and MINITORCH_DIST_DEADLINE set short, so a deadlock is reported by the
-     runtime before the limit; kill every process it left;
-  5. score = points * passed cases / cases; write results.json; print a table and a total.
+  1. copy the pristine kit to a temporary folder (the grader's copy: stubs and tests, never the
+     submission); start the runner there (a zygote that has imported torch, pytest and the
+     runtime, in a network namespace of its own, or a fresh python per test with --no-zygote);
+  2. collect the public and hidden tests there: one graded test per function;
+  3. make the student's copy (no grader, solutions or hidden tests) and lay the submission's
+     editable files over it; a file that is missing, refused or does not compile is replaced
+     by its stub and reported in the "submission check" entry; scan the files (instructors);
+  4. run each test function (autograder.jobs) with a wall-clock limit (time_limit marker, else
+     --limit) and MINITORCH_DIST_DEADLINE set short; its code under test runs in a rank host in
+     the sandbox (autograder.sandbox); kill every process it left;
+  5. when every sandboxed process is gone: score = points * passed cases / cases; write
+     results.json; print a table and a total.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import queue
 import re
 import secrets
 import shutil
 import sys
 import tempfile
-import threading
 import time
 
-from autograder import feedback, isolate
-from autograder.collect import DEFAULT_LIMIT, JOB_ENV, collect, pytest_args, test_files
-from autograder.results import GradedTest, results_json, summary_table, tail, write_results
+from autograder import isolate
+from autograder.collect import DEFAULT_LIMIT, JOB_ENV, collect, test_files
+from autograder.jobs import run_all, task_order
+from autograder.results import results_json, summary_table, write_results
 from autograder.runner import make_runner
 from autograder.sandbox import Sandbox, make_student_kit, open_interpreter, protect_secrets, seal
 from autograder.scan import format_findings, scan_submission
@@ -41,135 +42,6 @@ from autograder.submission import lay_submission
 from tools.overlay import ROOT, copy_kit, homework_manifest
 
 DEFAULT_DEADLINE = 10.0
-
-
-def _records(path: str, nonce: str, cases: list[str]) -> tuple[dict, str | None, list[str]]:
-    """({node id: outcome record}, node id of the last case started, collection errors) from a run."""
-    outcomes, started, errors = {}, None, []
-    if not os.path.exists(path):
-        return outcomes, started, errors
-    with open(path, errors="replace") as f:
-        for line in f:
-            try:
-                rec = json.loads(line)
-            except ValueError:
-                continue
-            if not isinstance(rec, dict) or rec.get("nonce") != nonce:
-                continue
-            if rec.get("kind") == "collect_error":
-                errors.append(str(rec.get("message", "")))
-            elif rec.get("nodeid") not in cases:
-                continue
-            elif rec.get("kind") == "start":
-                started = rec["nodeid"]
-            elif rec.get("kind") == "case":
-                old = outcomes.get(rec["nodeid"])
-                if old is None or rec.get("outcome") != "passed":       # any failure report wins
-                    outcomes[rec["nodeid"]] = {k: rec.get(k) for k in ("outcome", "message", "out_start", "out_end")}
-    return outcomes, started, errors
-
-
-def _slice(text: bytes, start, end) -> str:
-    if not isinstance(start, int) or start < 0:
-        return ""
-    end = end if isinstance(end, int) and end >= start else len(text)
-    return text[start:end].decode(errors="replace")
-
-
-def run_test(runner, root: str, test: GradedTest, records: str, deadline: float, replaced: dict,
-             box=None, prefixes: tuple[str, ...] = ()) -> None:
-    """Run one graded test function and fill in its outcomes and notes (never raises).
-
-    The pytest process runs in the grader's kit copy (`root`, stubs only) and writes its records to
-    `records` (root-only); with a sandbox `box`, the code under test runs in that test's rank host.
-    """
-    nonce = secrets.token_hex(8)
-    results = os.path.join(records, f"{nonce}.jsonl")
-    output = os.path.join(records, f"{nonce}.out")
-    env = {"AUTOGRADER_RESULTS": results, "AUTOGRADER_NONCE": nonce,
-           "MINITORCH_DIST_DEADLINE": f"{min(deadline, max(1.0, test.limit / 2)):g}"}
-    scratch = box.job_scratch(nonce) if box is not None else None
-    try:
-        reply = runner.run(pytest_args(root, test.cases), env, output, test.limit, box=box, scratch=scratch)
-        test.wall = float(reply.get("wall", 0.0))
-        outcomes, started, errors = _records(results, nonce, test.cases)
-        with open(output, "rb") as f:
-            text = f.read()
-        for nodeid, res in outcomes.items():
-            if res["outcome"] != "passed":
-                res["output"] = tail(_slice(text, res.get("out_start"), res.get("out_end")))
-        test.outcomes = outcomes
-        unreported = [c for c in test.cases if c not in outcomes]
-        if reply["status"] == "timeout":
-            running = started if started in unreported else None
-            where = f" while running {test.case_label(running)}" if running else ""
-            out = _slice(text, outcomes.get(running, {}).get("out_start", 0) if running else 0, None)
-            test.notes.append(f"Timed out after {test.limit:g} s{where}; all of the test's processes were killed. "
-                              f"Look for an infinite loop or a receive that nothing sends to." +
-                              (f"\nOutput before the limit:\n{tail(out, 3000)}" if out.strip() else ""))
-        elif reply["status"] == "error":
-            test.notes.append(f"Internal grader error while running this test ({reply.get('error', '')[:1500]}); "
-                              f"it is marked failed: please tell the course staff.")
-        elif unreported:
-            why = "\n".join(errors) or tail(text.decode(errors="replace"), 3000) or "(no output)"
-            test.notes.append(f"The test process ended (exit code {reply.get('code')}) before reporting "
-                              f"{len(unreported)} case(s): the code under test may have crashed, exited "
-                              f"(sys.exit / os._exit) or failed to import.\n{why}")
-        for c in unreported:
-            test.outcomes[c] = {"outcome": "failed", "message": "did not finish (see below)"}
-        hint = feedback.limit_hint(" ".join(str(r.get(k, "")) for r in test.outcomes.values() for k in ("message", "output")))
-        if hint and test.passed < len(test.cases):
-            test.notes.append(hint)
-        host_output = str(reply.get("host_output") or "").strip()
-        if host_output and test.passed < len(test.cases):
-            test.notes.append(f"Output the rank processes wrote outside Python's print:\n{tail(host_output, 2000)}")
-        for prefix in (root, *prefixes):                          # kit-relative paths in the feedback
-            prefix = prefix.rstrip(os.sep) + os.sep
-            for res in test.outcomes.values():
-                for key in ("message", "output"):
-                    if isinstance(res.get(key), str):
-                        res[key] = res[key].replace(prefix, "")
-            test.notes = [note.replace(prefix, "") for note in test.notes]
-        messages = " ".join(str(r.get("message", "")) for r in test.outcomes.values()) + " " + test.name
-        for task, why in replaced.items():
-            if test.passed < len(test.cases) and re.search(rf"\b{re.escape(task)}\b", messages):
-                test.notes.append(f"Note: {why}.")
-    except Exception as exc:  # noqa: BLE001 - one broken test never stops the grading
-        test.outcomes = {c: {"outcome": "failed", "message": "internal grader error"} for c in test.cases}
-        test.notes.append(f"Internal grader error ({type(exc).__name__}: {exc}); please tell the course staff.")
-
-
-def _task_key(test: GradedTest) -> tuple:
-    m = re.search(r" (\d+)\.(\d+) ", test.name)
-    return (int(m.group(1)), int(m.group(2))) if m else (999, 0)
-
-
-def run_all(runners, tests, kit, records, deadline, replaced, quiet, boxes=None, prefixes=()) -> None:
-    """Run every test, one per runner at a time; the longest time limits start first."""
-    todo = queue.Queue()
-    for test in sorted(tests, key=lambda t: -t.limit) if len(runners) > 1 else tests:
-        todo.put(test)
-    lock, done = threading.Lock(), []
-
-    def work(runner, box):
-        while True:
-            try:
-                test = todo.get_nowait()
-            except queue.Empty:
-                return
-            run_test(runner, kit, test, records, deadline, replaced, box, prefixes)
-            with lock:
-                done.append(test)
-                if not quiet:
-                    print(f"[{len(done)}/{len(tests)}] {test.score:g}/{test.points:g}  {test.wall:5.1f}s  "
-                          f"{test.name}", file=sys.stderr, flush=True)
-
-    boxes = boxes or [None] * len(runners)
-    threads = [threading.Thread(target=work, args=(r, b), daemon=True) for r, b in zip(runners, boxes)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
 
 
 def grade(homework: str, submission: str, out: str | None = "results.json", *, zygote: bool = True,
@@ -212,7 +84,7 @@ def grade(homework: str, submission: str, out: str | None = "results.json", *, z
         tests, problems = collect(runners[0], kit, manifest, suites, records, limit)
         if only:
             tests = [t for t in tests if re.search(only, t.name)]
-        tests.sort(key=_task_key)
+        tests.sort(key=task_order)
         hidden = [f for target, vis in suites if vis != "visible" for f in test_files(kit, target)]
         make_student_kit(kit, student_kit, None, exclude=hidden + [os.path.join(os.path.dirname(f), "conftest.py")
                                                                   for f in hidden])
@@ -222,30 +94,26 @@ def grade(homework: str, submission: str, out: str | None = "results.json", *, z
         runners += [make_runner(kit, env, zygote=True) for _ in range(max(1, jobs) - 1 if zygote else 0)]
         taken: set[int] = set()
         for _ in runners:                     # a uid per runner; the first one's gid reads the student kit
-            boxes.append(Sandbox.create(kit, student_kit, scratch_root, boxes[0].gid if boxes else None, taken)
-                         if sandbox else None)
-        seal(student_kit, boxes[0].gid if boxes and boxes[0] else None)
-        if boxes and boxes[0]:
-            layers.update(boxes[0].layers)
+            boxes.append(Sandbox.create(kit, student_kit, scratch_root, boxes[0].gid if boxes else None, taken,
+                                        own_user=sandbox))
+        seal(student_kit, boxes[0].gid)
+        layers.update(boxes[0].layers)
+        if boxes[0].uid is not None:
             layers["files"] = layers.get("files", "") + (
                 "; the student kit copy is root-owned and group-readable, the grader's copy, records and "
                 "results root-only, a private scratch folder per test")
+        else:
+            layers["files"] = "unavailable: no user of its own, so file permissions do not keep it out"
         run_all(runners, tests, kit, records, deadline, replaced, quiet, boxes, prefixes=(student_kit,))
         layers["network"] = getattr(runners[0], "network", "unavailable") if namespaces else \
             "unavailable: switched off (--no-namespaces)"
     finally:
         for runner in runners:
             runner.close()
-        escaped = sum(box.kill_all() for box in boxes if box is not None)
+        escaped = sum(box.kill_all() for box in boxes)
         left = isolate.sweep(token)
         for path in (kit, records, outside):
             shutil.rmtree(path, ignore_errors=True)
-    if not boxes or boxes[0] is None:
-        layers = {"user": "unavailable: " + ("not root" if sandbox else "switched off (sandbox=False)"),
-                  "files": "unavailable: no separate user", "limits": "unavailable: no sandbox",
-                  "network": "unavailable: no sandbox",
-                  "processes": "partial: each test's process tree and session are killed, then a sweep by "
-                               "environment token"}
     report = check.report()
     if left or escaped:
         report += f"\n\n{len(left) + escaped} process(es) outlived their tests and were killed at the end."

@@ -47,11 +47,8 @@ LIMITS = {                  # rlimit name -> soft = hard limit for every student
     "RLIMIT_NPROC": 2048,            # processes and threads of the uid
     "RLIMIT_NOFILE": 4096,           # open files per process
 }
-LIMIT_MESSAGES = {          # how a limit shows up, for feedback
-    "SIGXCPU": "hit the CPU-time limit of {RLIMIT_CPU} s per process",
-    "MemoryError": "hit the memory limit of {gib:g} GiB per process",
-    "File too large": "hit the size limit of {mib} MiB per written file",
-}
+PRIVATE_ENV = ("AUTOGRADER_RESULTS", "AUTOGRADER_NONCE", "AUTOGRADER_COLLECT", "AUTOGRADER_PRELOAD",
+               "AUTOGRADER_NETNS", "PYTHONPATH")       # the grader's, not the sandbox's
 _libc = ctypes.CDLL(None, use_errno=True)
 CLONE_NEWNET = 0x40000000
 PR_SET_NO_NEW_PRIVS = 38
@@ -80,17 +77,19 @@ class Sandbox:
     # -- set up, in the grading process --------------------------------------------------------
     @classmethod
     def create(cls, trusted_kit: str, student_kit: str, scratch_root: str, gid: int | None,
-               taken: set[int]) -> "Sandbox":
-        """A sandbox with a fresh uid (not in `taken`, running no process) when root; its gid is
-        `gid`, or the uid itself for the grading's first sandbox."""
+               taken: set[int], own_user: bool = True) -> "Sandbox":
+        """A sandbox with a fresh uid (not in `taken`, running no process) when root and `own_user`;
+        its gid is `gid`, or the uid itself for the grading's first sandbox. Without a uid the rank
+        host still runs apart from the grader, as the grader's user."""
         box = cls(student_kit, scratch_root, trusted_kit)
-        if is_root():
+        if is_root() and own_user:
             box.uid = free_uid(taken)
             box.gid = box.uid if gid is None else gid
             box.layers["user"] = f"active: uid {box.uid}, gid {box.gid}, no supplementary groups, no_new_privs"
             box.layers["processes"] = "active: every process of the uid is killed after each test"
         else:
-            why = "unavailable: the grader does not run as root, so student code runs as the grader's user"
+            why = ("unavailable: " + ("switched off (--no-sandbox)" if is_root() else "the grader does not run as root")
+                   + ", so student code runs as the grader's user (still never in a grading process)")
             box.layers["user"] = why
             box.layers["processes"] = ("partial: each test's process tree and session are killed; a process "
                                        "that detaches from both can outlive its test until the end-of-run sweep")
@@ -122,8 +121,7 @@ class Sandbox:
                 raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS) failed")
         os.umask(0o077)
         os.chdir(self.student_kit)
-        keep = {k: v for k, v in os.environ.items()
-                if not k.startswith(("AUTOGRADER_", "MINITORCH_AUTOGRADER")) and k not in ("PYTHONPATH",)}
+        keep = {k: v for k, v in os.environ.items() if k not in PRIVATE_ENV}
         os.environ.clear()
         os.environ.update(keep, HOME=scratch, TMPDIR=scratch, PYTHONPATH=self.student_kit,
                           PYTHONDONTWRITEBYTECODE="1",

@@ -248,6 +248,8 @@ class HostLink:
         return self.exits.get(who)
 
     def close(self) -> None:
+        """Let go: the host kills whatever it still runs for this link."""
+        self.lost = True
         self.conn.close()
 
 

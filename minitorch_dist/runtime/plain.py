@@ -175,6 +175,8 @@ def _dec(doc, buffers: list, depth: int):
     if not isinstance(doc, dict):
         raise PlainDataError(f"unexpected JSON value {type(doc).__name__}")
     tag = doc["$"]
+    if tag in ("complex", "tuple", "size", "dict", "rec") and not isinstance(doc["v"], list):
+        raise PlainDataError(f"a {tag} needs a list of values")
     if tag == "complex":
         return complex(float(doc["v"][0]), float(doc["v"][1]))
     if tag == "tuple":

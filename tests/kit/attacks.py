@@ -21,8 +21,11 @@ PRELUDE = '''
 import glob as _g, json as _j, os as _o, socket as _s, subprocess as _sp, sys as _y, time as _t
 _root = __ROOT__
 _guess = _o.path.dirname(_y.prefix)
+_said = {}
 def _say(kind, what):
-    print(f"ATTACK-{kind}: {what}", flush=True)
+    _said[kind] = _said.get(kind, 0) + 1
+    if _said[kind] <= 3 or kind == "DONE":           # the first three of a kind: output stays short
+        print(f"ATTACK-{kind}: {what}", flush=True)
 '''
 
 # forge records, find the results file through /proc, patch comparison functions and the grader
@@ -73,7 +76,9 @@ for _pattern in ("/tmp/autograder-*/**", "/tmp/pytest-of-*/**", f"{_o.getcwd()}/
     _targets |= set(_g.glob(_pattern, recursive=True))
 for _pid in _g.glob("/proc/*/cwd"):
     try:
-        _targets |= set(_g.glob(_o.readlink(_pid) + "/**/*.py", recursive=True))
+        _cwd = _o.readlink(_pid)
+        if _cwd.startswith(("/tmp/", _root, _guess)):     # another grading's copy, the kit
+            _targets |= set(_g.glob(_cwd + "/**/*.py", recursive=True))
     except OSError:
         pass
 for _p in sorted(_targets):

@@ -12,7 +12,6 @@ import re
 import subprocess
 import sys
 import uuid
-import zipfile
 
 import pytest
 

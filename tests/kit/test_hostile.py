@@ -183,7 +183,7 @@ def test_forging_scores_no_more_than_the_wrong_code_on_every_homework(tmp_path, 
     wrong = make_submission(tmp_path / "wrong", {file: insert_after_marker(task, ending, hw)}, homework=homework)
     forged = make_submission(tmp_path / "forged", {file: insert_after_marker(task, attack("FORGE", ROOT, ending=ending), hw)},
                              homework=homework)
-    only = re.escape(task) + " "
+    only = re.escape(task) + r"\b"
     deserved = run(wrong, homework, only=only, jobs=2)
     got = run(forged, homework, only=only, jobs=2)
     assert deserved["score"] < sum(t["max_score"] for t in deserved["tests"]), "the wrong code must lose points"
@@ -191,3 +191,14 @@ def test_forging_scores_no_more_than_the_wrong_code_on_every_homework(tmp_path, 
     assert "ATTACK-DONE: FORGE" in all_outputs(got)
     assert not SUCCESS.findall(all_outputs(got))
     assert sandboxed_processes() == []
+
+
+def test_the_attacks_reach_their_targets_without_the_sandbox(tmp_path):
+    """The control: with the sandbox off (the rank host runs as the grader's user) the same
+    attacks do read the solutions and find writable kit files, so the checks above can fail."""
+    sub = hostile(tmp_path, naive=attack("FORGE", ROOT), ring=attack("EDIT", ROOT), broadcast=attack("READ", ROOT))
+    results = run(sub, sandbox=False)
+    text = all_outputs(results)
+    assert "ATTACK-READ: /etc/shadow" in text, text[-3000:]
+    assert {"READ", "WROTE", "FORGED"} <= set(SUCCESS.findall(text)), text[-3000:]
+    assert results["score"] == 0 and results["extra_data"]["sandbox"]["user"].startswith("unavailable")
