@@ -17,7 +17,8 @@ Layers, each "active: ..." or "unavailable: why" in `extra_data.sandbox`:
               the ranks (gloo and MPI run inside it), where the kernel allows unshare(CLONE_NEWNET)
   processes   at the end of every test, everything running as the uid is killed (kill(-1) from a
               child that became the uid: nothing it started escapes, whatever its environment or
-              session), and the zygote is a child subreaper
+              session), and the zygote is a child subreaper; then what the uid left in the folders
+              anyone may write (/tmp, /dev/shm, ...) is deleted
 
 Without root (a student's laptop) the user, files and processes layers are unavailable: the
 grade is still taken in processes that never run student code (see autograder/README.md).
@@ -47,6 +48,7 @@ LIMITS = {                  # rlimit name -> soft = hard limit for every student
     "RLIMIT_NPROC": 2048,            # processes and threads of the uid
     "RLIMIT_NOFILE": 4096,           # open files per process
 }
+SHARED_FOLDERS = ("/tmp", "/var/tmp", "/dev/shm", "/dev/mqueue", "/run/lock")   # writable by anyone
 PRIVATE_ENV = ("AUTOGRADER_RESULTS", "AUTOGRADER_NONCE", "AUTOGRADER_COLLECT", "AUTOGRADER_PRELOAD",
                "AUTOGRADER_NETNS", "PYTHONPATH")       # the grader's, not the sandbox's
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -134,10 +136,13 @@ class Sandbox:
 
     # -- after each test -------------------------------------------------------------------------
     def kill_all(self, wait: float = 5.0) -> int:
-        """Kill every process running as the uid; returns how many were found (0 without a uid)."""
+        """Kill every process running as the uid, then remove what it left in the folders anyone
+        may write (/tmp, /dev/shm, ...); returns how many processes were found (0 without a uid)."""
         if self.uid is None:
             return 0
-        return kill_uid(self.uid, wait)
+        found = kill_uid(self.uid, wait)
+        remove_files_of(self.uid)
+        return found
 
 
 def free_uid(taken: set[int]) -> int:
@@ -196,6 +201,28 @@ def kill_uid(uid: int, wait: float = 5.0) -> int:
         time.sleep(0.02)
     _reap()
     return found
+
+
+def remove_files_of(uid: int, folders=SHARED_FOLDERS) -> list[str]:
+    """Delete what `uid` owns in the folders anyone may write (never following links); returns it."""
+    removed = []
+    for top in folders:
+        try:
+            entries = list(os.scandir(top))
+        except OSError:
+            continue
+        for entry in entries:
+            try:
+                if entry.stat(follow_symlinks=False).st_uid != uid:
+                    continue
+                if entry.is_dir(follow_symlinks=False):
+                    shutil.rmtree(entry.path, ignore_errors=True)
+                else:
+                    os.unlink(entry.path)
+                removed.append(entry.path)
+            except OSError:
+                continue
+    return removed
 
 
 def _reap() -> None:

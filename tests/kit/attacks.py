@@ -119,7 +119,8 @@ for _p in sorted(set(_secret)):
 _say("DONE", __NAME__)
 '''
 
-# leave a process with an empty environment in a new session that rewrites results later
+# leave files in the shared folders, and a process with an empty environment in a new session that
+# rewrites results later
 ESCAPE = PRELUDE + '''
 _code = """
 import glob, os, signal, time
@@ -135,6 +136,13 @@ for pid in range(2, 100000):
     except OSError:
         pass
 """
+for _dir in ("/tmp", "/var/tmp", "/dev/shm"):
+    try:
+        with open(f"{_dir}/hostile-litter-{_o.getpid()}", "w") as _f:
+            _f.write("left behind")
+        _say("LITTERED", _dir)
+    except OSError:
+        pass
 try:
     _sp.Popen([_y.executable, "-c", _code], env={}, start_new_session=True, stdin=_sp.DEVNULL,
               stdout=_sp.DEVNULL, stderr=_sp.DEVNULL, close_fds=True)

@@ -21,7 +21,7 @@ import time
 
 import pytest
 
-from autograder.sandbox import UID_BASE, UID_SPAN, owner_uid
+from autograder.sandbox import SHARED_FOLDERS, UID_BASE, UID_SPAN, owner_uid
 from tests.kit.attacks import attack
 from tests.kit.submissions import SUITE, by_name, insert_after_marker, make_submission, run
 from tools.overlay import ROOT
@@ -62,6 +62,19 @@ def sandboxed_processes() -> list[int]:
     return found
 
 
+def sandbox_files() -> list[str]:
+    """Files a sandbox uid left in the folders anyone may write (none may outlive a grading)."""
+    found = []
+    for top in SHARED_FOLDERS:
+        for entry in os.scandir(top) if os.path.isdir(top) else []:
+            try:
+                if UID_BASE <= entry.stat(follow_symlinks=False).st_uid < UID_BASE + UID_SPAN:
+                    found.append(entry.path)
+            except OSError:
+                pass
+    return found
+
+
 def hostile(tmp_path, **attacks_by_function) -> str:
     """A submission whose naive (1.4), ring (1.7) and broadcast (1.2) run the given attacks, then
     return x unchanged (wrong on every rank but by chance)."""
@@ -88,6 +101,7 @@ def check_sound(results, done: list[str], digest_before: str) -> None:
     assert not SUCCESS.findall(text), SUCCESS.findall(text)[:10]
     assert kit_digest() == digest_before, "the kit was changed during the grading"
     assert sandboxed_processes() == [], "sandboxed processes outlived the grading"
+    assert sandbox_files() == [], "sandboxed processes left files behind"
     layers = results["extra_data"]["sandbox"]
     assert layers["user"].startswith("active") and layers["processes"].startswith("active"), layers
 
@@ -111,7 +125,7 @@ def test_an_escaped_process_cannot_rewrite_results_later(tmp_path, namespaces):
     digest = kit_digest()
     out = tmp_path / "results.json"
     results = run(hostile(tmp_path, naive=attack("ESCAPE", ROOT)), only="1.4", out=str(out), namespaces=namespaces)
-    assert "ATTACK-SPAWNED" in all_outputs(results)
+    assert "ATTACK-SPAWNED" in all_outputs(results) and "ATTACK-LITTERED: /tmp" in all_outputs(results)
     written = out.read_text()
     time.sleep(6)                                            # the sleeper would have woken after 4 s
     assert out.read_text() == written and json.loads(written)["score"] == 0
@@ -174,6 +188,7 @@ def test_a_concurrent_grading_cannot_be_sabotaged(tmp_path):
 
 
 @pytest.mark.parametrize("homework,task,file,ending", [
+    ("hw1", "1.4", "all_reduce.py", "return x"),
     ("hw2", "2.2", "ddp.py", "return"),
     ("hw4", "4.1", "comm.py", "raise RuntimeError('wrong on purpose')"),
 ])
@@ -184,8 +199,8 @@ def test_forging_scores_no_more_than_the_wrong_code_on_every_homework(tmp_path, 
     forged = make_submission(tmp_path / "forged", {file: insert_after_marker(task, attack("FORGE", ROOT, ending=ending), hw)},
                              homework=homework)
     only = re.escape(task) + r"\b"
-    deserved = run(wrong, homework, only=only, jobs=2)
-    got = run(forged, homework, only=only, jobs=2)
+    deserved = run(wrong, homework, only=only, jobs=2, suites=None)          # the homework's real suites
+    got = run(forged, homework, only=only, jobs=2, suites=None)
     assert deserved["score"] < sum(t["max_score"] for t in deserved["tests"]), "the wrong code must lose points"
     assert got["score"] <= deserved["score"], (got["score"], deserved["score"])
     assert "ATTACK-DONE: FORGE" in all_outputs(got)
