@@ -13,8 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import rank_runs
-
+from assignments.common import rank_runs
 from minitorch_dist import SimNetwork
 
 

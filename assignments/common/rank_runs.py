@@ -10,6 +10,12 @@ size about half a second). A case that raises on a rank stops the launch; that c
 error and the rest of the batch runs again, so one failing case does not hide the others. A stub's
 NotImplementedError is remembered per key (NOT_IMPLEMENTED): that key's later cases fail at once,
 in this launch and in every later one, without running.
+
+Student code runs on the ranks only: under the autograder, every launch (sim included) is started
+by the sandbox's rank host and what comes back is plain data. Rank functions are pickled by
+reference, so the harness modules are imported by full name (assignments.common.rank_runs,
+assignments.hw1.tests.hw1_ranks, ...) from the kit root, which ranks can import. A failing case's
+exception is registered as plain data (CaseFailed) so its fields come back.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ import os
 import traceback
 
 from minitorch_dist import LaunchError, PeerFailedError, RankError, SimNetwork, launch, shutdown
+from minitorch_dist.runtime.plain import plain_record
 
 DEFAULT_DEADLINE = 10.0    # seconds a blocking op may wait (MINITORCH_DIST_DEADLINE overrides it)
 RUN_TIMEOUT = 180.0        # wall-clock limit of one launch (gloo/mpi), for code stuck outside comm ops
@@ -29,6 +36,7 @@ NOT_IMPLEMENTED: dict[str, str] = {}
 
 
 # -- on the ranks ---------------------------------------------------------------------------
+@plain_record
 class CaseFailed(Exception):
     """Raised on a rank when case `index` raised: stops the launch and names the case."""
 
@@ -75,7 +83,9 @@ def run_case_list(group, cases, run_one, key) -> list[dict]:
 def launch_for_tests(fn, p: int, args=(), backend: str = "gloo", network: SimNetwork | None = None,
                      collectives: bool = True, trace: bool = False):
     """launch() as the homework tests use it: deadline from MINITORCH_DIST_DEADLINE, else
-    DEFAULT_DEADLINE; a RUN_TIMEOUT on the whole run (gloo/mpi)."""
+    DEFAULT_DEADLINE; a RUN_TIMEOUT on the whole run (gloo/mpi). Under the autograder every
+    backend, sim included, runs in the sandbox's rank host (minitorch_dist.runtime.host).
+    """
     deadline = "default" if os.environ.get("MINITORCH_DIST_DEADLINE") else DEFAULT_DEADLINE
     if backend == "sim":
         return launch(fn, p, args=args, backend="sim", collectives=collectives, trace=trace,
@@ -204,15 +214,6 @@ def fail(message: str) -> None:
     except ImportError:           # pragma: no cover - the harness used outside pytest
         raise AssertionError(message) from None
     pytest.fail(message, pytrace=False)
-
-
-def student_call(fn, *args, **kwargs):
-    """fn(*args, **kwargs) in this process; a stub's NotImplementedError fails the test with its message."""
-    try:
-        return fn(*args, **kwargs)
-    except NotImplementedError as exc:
-        message = str(exc)
-    fail(message)
 
 
 def only_stub_errors(errors: list[str | None]) -> str | None:

@@ -24,18 +24,13 @@ An algorithm that is not implemented yet (NotImplementedError) is reported and s
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
 
 import torch
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-if ROOT not in sys.path:
-    sys.path.insert(0, ROOT)
-
-from minitorch_dist import cost_model, launch  # noqa: E402
-from minitorch_dist.collectives import ALL_REDUCES  # noqa: E402
+from minitorch_dist import cost_model, launch
+from minitorch_dist.collectives import ALL_REDUCES
 
 SIZES = [1 << k for k in range(10, 27, 2)]          # 1 KB, 4 KB, ..., 64 MB
 QUICK_SIZES = [1 << 10, 1 << 16, 1 << 20, 1 << 24]

@@ -14,15 +14,10 @@ every all-reduce of this homework (the notebook does that next).
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-if ROOT not in sys.path:
-    sys.path.insert(0, ROOT)
-
-from minitorch_dist import SimNetwork, launch  # noqa: E402
-from minitorch_dist.collectives import fit_alpha_beta, ping_pong  # noqa: E402
+from minitorch_dist import SimNetwork, launch
+from minitorch_dist.collectives import fit_alpha_beta, ping_pong
 
 SIZES = [8 << (2 * k) for k in range(12)]          # 8 B, 32 B, ..., 8 MB
 SIZES.append(16 << 20)                            # and 16 MB

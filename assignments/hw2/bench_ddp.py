@@ -36,14 +36,10 @@ import torch.distributed as dist
 import torch.nn.functional as F
 import torch._dynamo  # noqa: F401  (an optimizer's constructor imports it: once here, not in each forked rank)
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-if ROOT not in sys.path:
-    sys.path.insert(0, ROOT)
-
-from minitorch_dist import launch  # noqa: E402
-from minitorch_dist.data import global_batches, local_part, make_classification  # noqa: E402
-from minitorch_dist.data_parallel import AllReduceDDP, BucketedDDP, OverlapDDP  # noqa: E402
-from minitorch_dist.models import MLP  # noqa: E402
+from minitorch_dist import launch
+from minitorch_dist.data import global_batches, local_part, make_classification
+from minitorch_dist.data_parallel import AllReduceDDP, BucketedDDP, OverlapDDP
+from minitorch_dist.models import MLP
 
 VERSIONS = ["local", "allreduce", "overlap", "bucketed", "torch_ddp"]
 LABELS = {"local": "local (no comm)", "allreduce": "AllReduceDDP 2.2", "overlap": "OverlapDDP 2.3",

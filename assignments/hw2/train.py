@@ -29,7 +29,6 @@ prints one line naming the task to implement.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 
@@ -37,14 +36,10 @@ import torch
 import torch.nn.functional as F
 import torch._dynamo  # noqa: F401  (an optimizer's constructor imports it: once here, not in each forked rank)
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-if ROOT not in sys.path:
-    sys.path.insert(0, ROOT)
-
-from minitorch_dist import data_parallel, gossip, launch  # noqa: E402
-from minitorch_dist.data import (CharTokenizer, char_batches, global_batches, load_text, local_part,  # noqa: E402
+from minitorch_dist import data_parallel, gossip, launch
+from minitorch_dist.data import (CharTokenizer, char_batches, global_batches, load_text, local_part,
                                  make_classification)
-from minitorch_dist.models import MLP, CharTransformer  # noqa: E402
+from minitorch_dist.models import MLP, CharTransformer
 
 ALGOS = {"ps": ("2.1", "minitorch_dist/data_parallel/param_server.py"),
          "allreduce": ("2.2", "minitorch_dist/data_parallel/ddp.py"),

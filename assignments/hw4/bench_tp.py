@@ -33,13 +33,9 @@ import sys
 import torch
 import torch.nn.functional as F
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-if ROOT not in sys.path:
-    sys.path.insert(0, ROOT)
-
-from minitorch_dist import SimNetwork, cost_model, launch  # noqa: E402
-from minitorch_dist.models import CharTransformer  # noqa: E402
-from minitorch_dist.tensor_parallel import ParallelCharTransformer  # noqa: E402
+from minitorch_dist import SimNetwork, cost_model, launch
+from minitorch_dist.models import CharTransformer
+from minitorch_dist.tensor_parallel import ParallelCharTransformer
 
 COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "broadcast")
 TASK_FILES = {"4.1": "comm.py", "4.2": "linear.py", "4.3": "blocks.py", "4.4": "vocab.py",

@@ -7,8 +7,8 @@ contract (returns x itself) and that every rank holds exactly the same bits.
 """
 
 import pytest
-from hw1_checks import judge, result_problems
 
+from assignments.hw1.tests.hw1_checks import judge, result_problems
 from autograder.hw1.cases import GLOO, VARIANT_WORLD_SIZES, VARIANTS, WORLD_SIZES
 
 

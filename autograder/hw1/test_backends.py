@@ -3,8 +3,8 @@ world sizes 1..8) and mpi (ranks started by mpiexec, p = 3; one graded function 
 carry their tasks). Core cases and edge sizes."""
 
 import pytest
-from hw1_checks import judge, result_problems, traffic_problems
 
+from assignments.hw1.tests.hw1_checks import judge, result_problems, traffic_problems
 from autograder.hw1.cases import MPI, MPI_WORLD_SIZE, SIM, WORLD_SIZES
 
 

@@ -5,9 +5,9 @@ deadlock, with the wait-for report, as soon as MINITORCH_DIST_DEADLINE has passe
 import time
 
 import pytest
-from hw1_checks import fail
-from hw1_harness import rank_all_but_last, rank_call_bad, try_launch
 
+from assignments.hw1.tests.hw1_checks import fail
+from assignments.hw1.tests.hw1_harness import rank_all_but_last, rank_call_bad, try_launch
 from minitorch_dist import DistError
 
 WHAT = {"op": "op='average'", "non-contiguous": "a non-contiguous x (a transposed 6x4 tensor)",

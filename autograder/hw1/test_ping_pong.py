@@ -1,28 +1,28 @@
 """Hidden tests, task 1.1: fit_alpha_beta on exact and noisy data; ping_pong's message pattern
 with a fake group whose clock charges alpha + n*beta per message; ping_pong on sim (the fit
-recovers the network's alpha and beta) and on real processes (gloo)."""
+recovers the network's alpha and beta) and on real processes (gloo). The student's functions run
+on a rank process only (hw1_fake_group.py, hw1_ranks.py), never in this one."""
 
 import math
 
 import numpy as np
 import pytest
-import torch
-from hw1_checks import fail, launch_or_fail, student_call
-from hw1_harness import rank_ping_pong
 
+from assignments.common.one_rank import on_one_rank, raises_on_one_rank
+from assignments.hw1.tests.hw1_checks import fail, fit_on_rank, launch_or_fail
+from assignments.hw1.tests.hw1_harness import rank_ping_pong
+from assignments.hw1.tests.hw1_ranks import rank_fit_alpha_beta
+from assignments.hw1.tests.hw1_fake_group import rank_fake_ping_pong
 from minitorch_dist import SimNetwork
 
-ALPHA, BETA = 2e-6, 1e-10           # 2 us per message, 10 GB/s
+ALPHA, BETA = 2e-6, 1e-10           # the fake group's clock: 2 us per message, 10 GB/s
 
 
-def fit(sizes, seconds):
-    from minitorch_dist.collectives import fit_alpha_beta
-    return student_call(fit_alpha_beta, sizes, seconds)
-
-
-def ping_pong(*args, **kwargs):
-    from minitorch_dist.collectives import ping_pong
-    return student_call(ping_pong, *args, **kwargs)
+def fake_ping_pong(rank: int, size: int, sizes, **kwargs) -> tuple:
+    """ping_pong(FakeGroup(rank, size), sizes, **kwargs) on a rank process: (its return value, the calls)."""
+    got = on_one_rank(rank_fake_ping_pong, (rank, size, (ALPHA, BETA), sizes, kwargs),
+                      f"ping_pong(FakeGroup(rank={rank}, size={size}), {sizes}, **{kwargs})")
+    return got["times"], got["calls"]
 
 
 # -- fitting alpha and beta -------------------------------------------------------------------
@@ -31,8 +31,7 @@ def ping_pong(*args, **kwargs):
 @pytest.mark.parametrize("alpha,beta", [(ALPHA, BETA), (5e-5, 1e-9), (1e-3, 4e-8)])
 def test_fit_recovers_exact_parameters(alpha, beta):
     sizes = [0, 1, 2**10, 2**14, 2**18, 2**22, 2**24]
-    got = fit(sizes, [alpha + n * beta for n in sizes])
-    assert isinstance(got, tuple) and len(got) == 2, f"fit_alpha_beta must return (alpha, beta), got {got!r}"
+    got = fit_on_rank(sizes, [alpha + n * beta for n in sizes])
     assert got == (pytest.approx(alpha, rel=1e-9), pytest.approx(beta, rel=1e-9))
 
 
@@ -44,7 +43,7 @@ def test_fit_within_5_percent_under_3_percent_noise(seed):
     rng = np.random.default_rng(seed)
     sizes = np.repeat(np.logspace(0, 7, 15), 5)                   # 1 B .. 10 MB, 5 repeats
     t = (ALPHA + sizes * BETA) * (1 + 0.03 * rng.standard_normal(sizes.size))
-    alpha, beta = fit(sizes, t)
+    alpha, beta = fit_on_rank(sizes, t)
     assert alpha == pytest.approx(ALPHA, rel=0.05)
     assert beta == pytest.approx(BETA, rel=0.05)
 
@@ -53,7 +52,7 @@ def test_fit_within_5_percent_under_3_percent_noise(seed):
 @pytest.mark.points(1)
 def test_fit_clips_a_negative_intercept():
     sizes = np.array([1e4, 1e5, 1e6])
-    alpha, beta = fit(sizes, sizes * BETA - 1e-8)                    # intercept -0.01 us
+    alpha, beta = fit_on_rank(sizes, sizes * BETA - 1e-8)            # intercept -0.01 us
     assert alpha == 0.0
     assert beta == pytest.approx(BETA, rel=0.01)
 
@@ -64,67 +63,32 @@ def test_fit_clips_a_negative_intercept():
                                            ([1, 2, 3], [1e-5, 2e-5]), ([1, 2], [1e-5, float("nan")])],
                          ids=["one-size", "one-distinct-size", "lengths-differ", "nan"])
 def test_fit_rejects_bad_input(sizes, seconds):
-    with pytest.raises(ValueError):
-        fit(sizes, seconds)
+    raises_on_one_rank(rank_fit_alpha_beta, (sizes, seconds), f"fit_alpha_beta({sizes}, {seconds})")
 
 
-# -- ping_pong with a fake group --------------------------------------------------------------
-class FakeGroup:
-    """A rank's view with a fake clock: each send or recv of n bytes takes alpha + n*beta."""
-
-    def __init__(self, rank, size):
-        self.rank, self.size = rank, size
-        self.calls = []
-        self.clock = 0.0
-
-    def now(self):
-        return self.clock
-
-    def send(self, tensor, dst, tag=0):
-        self.calls.append(("send", dst, tensor.dtype, tensor.numel()))
-        self.clock += ALPHA + tensor.numel() * BETA
-
-    def recv(self, tensor, src, tag=0):
-        self.calls.append(("recv", src, tensor.dtype, tensor.numel()))
-        self.clock += ALPHA + tensor.numel() * BETA
-        return tensor
-
-    def isend(self, tensor, dst, tag=0):
-        self.send(tensor, dst, tag)
-        return _Done()
-
-    def irecv(self, tensor, src, tag=0):
-        self.recv(tensor, src, tag)
-        return _Done()
-
-
-class _Done:
-    def wait(self):
-        return None
-
-
+# -- ping_pong with a fake group (hw1_fake_group.FakeGroup) -----------------------------------
 @pytest.mark.task1_1
 @pytest.mark.points(2)
 def test_ping_pong_rank0_measures_one_way_time():
-    g = FakeGroup(rank=0, size=3)
     sizes = [0, 1000, 10**6]
-    times = ping_pong(g, sizes, repeats=3, warmup=1, peer=2)
-    assert list(times) == sizes, f"ping_pong must return {{size: seconds}} in the order given, got {times!r}"
+    times, calls = fake_ping_pong(0, 3, sizes, repeats=3, warmup=1, peer=2)
+    assert isinstance(times, dict) and list(times) == sizes, \
+        f"ping_pong must return {{size: seconds}} in the order given, got {times!r}"
     for n in sizes:
         assert times[n] == pytest.approx(ALPHA + n * BETA), f"one-way time of {n} B"
-    assert g.calls[:2] == [("send", 2, torch.uint8, 0), ("recv", 2, torch.uint8, 0)]
-    assert len(g.calls) == 2 * 4 * len(sizes), "(warmup + repeats) round trips per size"
+    assert calls[:2] == [("send", 2, "torch.uint8", 0), ("recv", 2, "torch.uint8", 0)]
+    assert len(calls) == 2 * 4 * len(sizes), "(warmup + repeats) round trips per size"
 
 
 @pytest.mark.task1_1
 @pytest.mark.points(1)
 def test_ping_pong_peer_echoes_and_others_idle():
-    peer = FakeGroup(rank=1, size=3)
-    assert ping_pong(peer, [8, 16], repeats=2, warmup=0) == {}
-    assert peer.calls == [("recv", 0, torch.uint8, 8), ("send", 0, torch.uint8, 8)] * 2 + \
-                         [("recv", 0, torch.uint8, 16), ("send", 0, torch.uint8, 16)] * 2
-    idle = FakeGroup(rank=2, size=3)
-    assert ping_pong(idle, [8, 16]) == {} and idle.calls == []
+    times, calls = fake_ping_pong(1, 3, [8, 16], repeats=2, warmup=0)
+    assert times == {}
+    assert calls == [("recv", 0, "torch.uint8", 8), ("send", 0, "torch.uint8", 8)] * 2 + \
+                    [("recv", 0, "torch.uint8", 16), ("send", 0, "torch.uint8", 16)] * 2
+    times, calls = fake_ping_pong(2, 3, [8, 16])
+    assert times == {} and calls == []
 
 
 @pytest.mark.task1_1
@@ -132,8 +96,8 @@ def test_ping_pong_peer_echoes_and_others_idle():
 @pytest.mark.parametrize("size,kwargs", [(1, {}), (3, {"peer": 3}), (3, {"peer": 0}), (2, {"repeats": 0})],
                          ids=["one-rank", "peer-out-of-range", "peer-is-0", "no-repeats"])
 def test_ping_pong_rejects_bad_arguments(size, kwargs):
-    with pytest.raises(ValueError):
-        ping_pong(FakeGroup(0, size), [8], **kwargs)
+    raises_on_one_rank(rank_fake_ping_pong, (0, size, (ALPHA, BETA), [8], kwargs),
+                       f"ping_pong(FakeGroup(rank=0, size={size}), [8], **{kwargs})")
 
 
 # -- ping_pong on ranks -----------------------------------------------------------------------
@@ -148,7 +112,7 @@ def test_ping_pong_on_sim_recovers_alpha_beta(p, peer, alpha, beta):
         fail(f"ranks other than 0 must return {{}}, got {list(result)[1:]}")
     if list(result[0]) != sizes:
         fail(f"rank 0 must return {{size: seconds}} for sizes {sizes}, got {result[0]!r}")
-    got = fit(sizes, [result[0][n] for n in sizes])
+    got = fit_on_rank(sizes, [result[0][n] for n in sizes])
     if not (math.isclose(got[0], alpha, rel_tol=0.01) and math.isclose(got[1], beta, rel_tol=0.01)):
         fail(f"on sim with alpha={alpha:g}, beta={beta:g}: ping_pong measured {result[0]} and the fit gave "
              f"alpha={got[0]:g}, beta={got[1]:g} (1% tolerance)")

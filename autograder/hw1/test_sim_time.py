@@ -4,9 +4,9 @@ with beta = 0 its number of rounds (simulated time / alpha) at p = 5 and 8. n is
 p (equal chunks); the result and the per-rank message counts are checked too."""
 
 import pytest
-from hw1_checks import judge, result_problems, sim_time_problems, traffic_problems
-from hw1_harness import Case, run_cases
 
+from assignments.hw1.tests.hw1_checks import judge, result_problems, sim_time_problems, traffic_problems
+from assignments.hw1.tests.hw1_harness import Case, run_cases
 from minitorch_dist import SimNetwork
 
 TIMED = SimNetwork(alpha=1e-5, beta=1e-9)

@@ -10,8 +10,8 @@ message received, no provided collective used.
 """
 
 import pytest
-from hw1_checks import judge, traffic_problems
 
+from assignments.hw1.tests.hw1_checks import judge, traffic_problems
 from autograder.hw1.cases import GLOO, TRAFFIC_WORLD_SIZES
 
 

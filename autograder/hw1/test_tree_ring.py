@@ -3,8 +3,8 @@ several roots; ring reduce_scatter_ and all_gather_ on flat buffers; the provide
 all_gather and reduce_scatter built on them."""
 
 import pytest
-from hw1_checks import judge, result_problems
 
+from assignments.hw1.tests.hw1_checks import judge, result_problems
 from autograder.hw1.cases import GLOO, WORLD_SIZES
 
 

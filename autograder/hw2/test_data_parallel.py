@@ -14,9 +14,9 @@ Faults: a rank that dies mid-training fails the run fast, naming the rank.
 import time
 
 import pytest
-from hw2_checks import error_text, fail, how_problems, judge, training_problems
-from hw2_harness import rank_bucketed_rank_dies, try_launch
 
+from assignments.hw2.tests.hw2_checks import error_text, fail, how_problems, judge, training_problems
+from assignments.hw2.tests.hw2_harness import rank_bucketed_rank_dies, try_launch
 from autograder.hw2.cases import (CORE, EDGE, EDGE_WORLD_SIZES, EDGES, HOW, HOW_WORLD_SIZE, SIM, VERSION_TASKS,
                                   WORLD_SIZES)
 

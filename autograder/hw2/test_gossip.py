@@ -10,11 +10,11 @@ make_classification brings every rank's loss on the whole data set below SGP_TAR
 
 import pytest
 import torch
-from hw2_checks import judge
-from hw2_gossip_checks import (consensus_problems, decentralized_problems, exact_mean_problems, push_sum_problems,
-                               ring_gossip_problems)
-from hw2_setup import build_model, classification, cross_entropy
 
+from assignments.hw2.tests.hw2_checks import judge
+from assignments.hw2.tests.hw2_gossip_checks import (consensus_problems, decentralized_problems, exact_mean_problems,
+                                                     push_sum_problems, ring_gossip_problems)
+from assignments.hw2.tests.hw2_setup import build_model, classification, cross_entropy
 from autograder.hw2.cases import GOSSIP, GOSSIP_SIM, SGP_TARGET_LOSS, SGP_TRAIN
 
 

@@ -3,9 +3,9 @@ every rank holds the exact mean after log2 p rounds; p = 6 is not a grid: every 
 ValueError naming p."""
 
 import pytest
-from hw2_checks import judge
-from hw2_gossip_checks import moshpit_problems
 
+from assignments.hw2.tests.hw2_checks import judge
+from assignments.hw2.tests.hw2_gossip_checks import moshpit_problems
 from autograder.hw2.cases import MOSHPIT, MOSHPIT_SIM
 
 

@@ -3,9 +3,9 @@ single-process run, ring gossip and push-sum are exact. One graded function (one
 each case carries its task."""
 
 import pytest
-from hw2_checks import how_problems, judge, training_problems
-from hw2_gossip_checks import push_sum_problems, ring_gossip_problems
 
+from assignments.hw2.tests.hw2_checks import how_problems, judge, training_problems
+from assignments.hw2.tests.hw2_gossip_checks import push_sum_problems, ring_gossip_problems
 from autograder.hw2.cases import MPI, MPI_WORLD_SIZE
 
 CHECKS = {"bucketed": (training_problems, how_problems), "ring_gossip": (ring_gossip_problems,),

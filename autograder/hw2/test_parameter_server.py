@@ -9,8 +9,8 @@ trainable parameters and its part of the batch (a frozen parameter is never sent
 """
 
 import pytest
-from hw2_checks import judge, ps_traffic_problems, training_problems
 
+from assignments.hw2.tests.hw2_checks import judge, ps_traffic_problems, training_problems
 from autograder.hw2.cases import PS, WORLD_SIZES
 
 

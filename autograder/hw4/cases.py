@@ -8,8 +8,8 @@ vocabulary (48), hidden size (4 d_model) and sequence (12) divide all of them.
 
 from __future__ import annotations
 
-from hw4_harness import Case, Suite
-from hw4_setup import BAD_KINDS, BLOCK_KINDS, COMM_KINDS, LINEAR_KINDS
+from assignments.hw4.tests.hw4_harness import Case, Suite
+from assignments.hw4.tests.hw4_setup import BAD_KINDS, BLOCK_KINDS, COMM_KINDS, LINEAR_KINDS
 
 WORLD_SIZES = (1, 2, 3, 4)
 COMM_WORLD_SIZES = (2, 3, 4)         # at TP size 1 the provided wrappers bypass the ops (nothing to grade)

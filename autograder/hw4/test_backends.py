@@ -3,8 +3,8 @@ per rank) and mpi at TP size 2 (ranks started by mpiexec, one job). The same che
 results equal the dense model's, exact communication per pass. Each case carries its task."""
 
 import pytest
-from hw4_checks import comm_problems, judge, result_problems
 
+from assignments.hw4.tests.hw4_checks import comm_problems, judge, result_problems
 from autograder.hw4.cases import MPI, MPI_KINDS, MPI_WORLD_SIZE, SIM, SIM_KINDS, SIM_WORLD_SIZE
 
 

@@ -7,9 +7,9 @@ vocabulary 50 raises ValueError in the constructor, and its message names the qu
 """
 
 import pytest
-from hw4_checks import bad_input_problems, judge
-from hw4_setup import BAD_KINDS, TASK_OF
 
+from assignments.hw4.tests.hw4_checks import bad_input_problems, judge
+from assignments.hw4.tests.hw4_setup import BAD_KINDS, TASK_OF
 from autograder.hw4.cases import BAD, BAD_WORLD_SIZES
 
 

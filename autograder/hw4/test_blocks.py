@@ -10,8 +10,8 @@ the dense layer's split weights / p + the replicated biases and norms.
 """
 
 import pytest
-from hw4_checks import comm_problems, judge, memory_problems, result_problems
 
+from assignments.hw4.tests.hw4_checks import comm_problems, judge, memory_problems, result_problems
 from autograder.hw4.cases import BLOCKS, WORLD_SIZES
 
 

@@ -8,9 +8,9 @@ docstring names, and nothing in the other (float64, against closed forms).
 """
 
 import pytest
-from hw4_checks import comm_problems, judge, result_problems
-from hw4_setup import COMM_KINDS
 
+from assignments.hw4.tests.hw4_checks import comm_problems, judge, result_problems
+from assignments.hw4.tests.hw4_setup import COMM_KINDS
 from autograder.hw4.cases import COMM, COMM_WORLD_SIZES
 
 

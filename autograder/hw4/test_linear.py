@@ -11,9 +11,9 @@ input); nothing at TP size 1. Memory: 1/p of the weight per rank; a row layer's 
 """
 
 import pytest
-from hw4_checks import comm_problems, judge, memory_problems, result_problems
-from hw4_setup import LINEAR_KINDS
 
+from assignments.hw4.tests.hw4_checks import comm_problems, judge, memory_problems, result_problems
+from assignments.hw4.tests.hw4_setup import LINEAR_KINDS
 from autograder.hw4.cases import LINEAR, WORLD_SIZES
 
 

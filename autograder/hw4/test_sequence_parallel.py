@@ -7,8 +7,8 @@ all-gathers and two reduce-scatters in each pass, no all-reduce.
 """
 
 import pytest
-from hw4_checks import comm_problems, judge, result_problems
 
+from assignments.hw4.tests.hw4_checks import comm_problems, judge, result_problems
 from autograder.hw4.cases import COMM_WORLD_SIZES, SP
 
 

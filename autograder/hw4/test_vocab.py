@@ -11,8 +11,8 @@ and 5 backward (none at TP size 1), and 1/p of the split parameters per rank.
 """
 
 import pytest
-from hw4_checks import comm_problems, judge, memory_problems, result_problems
 
+from assignments.hw4.tests.hw4_checks import comm_problems, judge, memory_problems, result_problems
 from autograder.hw4.cases import COMM_WORLD_SIZES, MODEL, VOCAB, VOCAB_PIECES, WORLD_SIZES
 
 

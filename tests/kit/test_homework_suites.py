@@ -53,6 +53,24 @@ def test_files_are_short_and_public_ones_need_no_hidden_code(hw):
             assert "from autograder" not in text and "import autograder" not in text, f"{rel} imports hidden code"
 
 
+def test_harness_imports_by_full_name_from_the_kit_root(tmp_path):
+    """Rank functions are pickled by reference: every harness module (not the test files) imports by
+    its full name from the kit root alone, and no suite file puts folders on sys.path."""
+    modules = []
+    for hw in HOMEWORKS:
+        for rel in suite_files(hw):
+            with open(os.path.join(ROOT, rel)) as f:
+                assert "sys.path" not in f.read(), f"{rel} changes sys.path: import the harness by full name"
+            name = os.path.basename(rel)
+            if not name.startswith(("test_", "conftest")):
+                modules.append(rel[:-len(".py")].replace(os.sep, ".").removesuffix(".__init__"))
+    code = "import importlib, sys\nsys.path.insert(0, sys.argv[1])\nfor m in sys.argv[2:]: importlib.import_module(m)"
+    proc = subprocess.run([sys.executable, "-I", "-c", code, ROOT, *sorted(set(modules))], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "assignments.hw1.tests.hw1_ranks" in modules and "assignments.common.rank_runs" in modules
+
+
 @pytest.mark.parametrize("hw,which", [(hw, which) for hw in HOMEWORKS for which in ("hidden", "public")])
 def test_every_test_function_is_a_graded_unit(tmp_path, hw, which):
     """Collected as the grader does (its plugin): each case has points and exactly one task of the homework."""

@@ -129,7 +129,9 @@ def test_homework_files_and_public_tests_ship(released):
     for name in os.listdir(os.path.join(ROOT, "assignments", "common")):  # the harness every public suite imports
         if name.endswith(".py"):
             assert os.path.exists(os.path.join(out, "assignments", "common", name)), name
+    assert os.path.exists(os.path.join(out, "assignments", "__init__.py")), "the tests import assignments.*"
     for hw in rel.homeworks():
+        assert os.path.exists(os.path.join(out, "assignments", hw, "__init__.py")), f"assignments.{hw} is a package"
         manifest = homework_manifest(hw)
         for path in manifest["editable"]:
             assert os.path.exists(os.path.join(out, path)), path

@@ -15,12 +15,12 @@ import math
 
 import torch
 
-from minitorch_dist.collectives import chunk_bounds
+from assignments.common.one_rank import on_one_rank
+from assignments.common.rank_runs import error_text, fail, judge  # noqa: F401 (the tests import them from here)
+from assignments.hw1.tests.hw1_harness import Outcome, try_launch
+from assignments.hw1.tests.hw1_ranks import DTYPES, make_input, rank_fit_alpha_beta
 from minitorch_dist import cost_model
-
-from hw1_harness import Outcome, try_launch
-from rank_runs import error_text, fail, judge, student_call  # noqa: F401 (the tests import them from here)
-from hw1_ranks import DTYPES, make_input
+from minitorch_dist.collectives import chunk_bounds
 
 ALL_REDUCES = ("naive_all_reduce", "tree_all_reduce", "butterfly_all_reduce", "ring_all_reduce")
 SAME_ON_EVERY_RANK = ALL_REDUCES + ("broadcast", "all_gather_", "all_gather")
@@ -228,3 +228,12 @@ def launch_or_fail(fn, p: int, args=(), backend: str = "gloo", network=None):
     if err is not None:
         fail(error_text(err))
     return result
+
+
+# -- the student's code on one rank (never in the grading process) -----------------------------
+def fit_on_rank(sizes, seconds) -> tuple[float, float]:
+    """The student's fit_alpha_beta(sizes, seconds), run on one rank process: (alpha, beta), floats."""
+    got = on_one_rank(rank_fit_alpha_beta, (sizes, seconds), "fit_alpha_beta(sizes, seconds)")
+    if isinstance(got, str):
+        fail(f"fit_alpha_beta must return a tuple (alpha, beta) of two numbers, got {got}")
+    return got

@@ -10,22 +10,24 @@ collectives switched off, as HW1 requires. Each rank returns, per case, its x af
 the returned value and its message counters. Ranks never assert: the verdict is taken in the
 grading process (hw1_checks.py) against a single-process reference.
 
-Files: hw1_ranks.py (cases, inputs, rank code), this file (launching, suites), hw1_checks.py
-(the verdict), ../../common/rank_runs.py (batched launches, the stub memo and the judge, shared by
-every homework). A case that raises on a rank stops the launch; the harness records that case's
-error and runs the other cases again, so one failing case does not hide the others. A stub's
-NotImplementedError is recorded for every case of that function without stopping the run.
+Files: hw1_ranks.py (cases, inputs, rank code), this file (launching, suites), hw1_checks.py (the
+verdict), assignments/common/rank_runs.py (batched launches, the stub memo and the judge, shared by
+every homework) and one_rank.py (a single call such as fit_alpha_beta, on one rank). They are
+modules of the package `assignments`, imported by full name (assignments.hw1.tests.hw1_ranks): rank
+functions are pickled by reference, and a rank imports them from the kit root. A case that raises on
+a rank stops the launch; the harness records that case's error and runs the other cases again, so
+one failing case does not hide the others. A stub's NotImplementedError is recorded for every case
+of that function without stopping the run.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from assignments.common import rank_runs
+from assignments.hw1.tests.hw1_ranks import (BAD_INPUTS, DTYPES, Case, make_input, rank_all_but_last,  # noqa: F401
+                                             rank_call_bad, rank_ping_pong, run_cases_on_rank)
 from minitorch_dist import SimNetwork
-
-import rank_runs
-from hw1_ranks import (BAD_INPUTS, DTYPES, Case, make_input, rank_all_but_last,  # noqa: F401
-                       rank_call_bad, rank_ping_pong, run_cases_on_rank)
 
 TASK_OF = {"ping_pong": "task1_1", "fit_alpha_beta": "task1_1", "broadcast": "task1_2", "reduce": "task1_2",
            "reduce_scatter_": "task1_3", "all_gather_": "task1_3", "all_gather": "task1_3",

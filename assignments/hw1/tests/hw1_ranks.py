@@ -7,10 +7,13 @@ is taken in the grading process (hw1_checks.py). See hw1_harness.py for how case
 
 from __future__ import annotations
 
+import numbers
+import reprlib
 from dataclasses import dataclass
 
 import torch
-from rank_runs import run_case_list
+
+from assignments.common.rank_runs import run_case_list
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64, "float16": torch.float16,
           "bfloat16": torch.bfloat16, "int32": torch.int32, "int64": torch.int64, "uint8": torch.uint8}
@@ -102,10 +105,47 @@ def run_cases_on_rank(group, cases: list[Case]) -> list[dict]:
     return run_case_list(group, cases, _run_one, key=lambda c: c.fn)
 
 
+def plain(value):
+    """`value` as plain Python data, the only kind a rank sends back for a student's return value.
+
+    None, bool, int, float and str stay; other numbers (numpy scalars, a one-element tensor) become
+    int or float; lists, tuples and dicts are converted item by item; anything else becomes a str
+    naming its type and repr. Unpickling in the grading process then never runs student code.
+    """
+    if value is None or type(value) in (bool, int, float, str):
+        return value
+    if isinstance(value, (list, tuple)):
+        return (tuple if isinstance(value, tuple) else list)(plain(v) for v in value)
+    if isinstance(value, dict):
+        return {plain(k): plain(v) for k, v in value.items()}
+    if isinstance(value, torch.Tensor) and value.numel() == 1:
+        value = value.item()
+        if type(value) in (bool, int, float):
+            return value
+    elif isinstance(value, numbers.Integral):
+        return int(value)
+    elif isinstance(value, numbers.Real):
+        return float(value)
+    return f"{type(value).__name__} {reprlib.repr(value)}"
+
+
 def rank_ping_pong(group, sizes, repeats: int, warmup: int, peer: int):
-    """Rank code: the student's ping_pong, as every rank calls it."""
+    """Rank code: the student's ping_pong, as every rank calls it (its return value as plain data)."""
     from minitorch_dist.collectives import ping_pong
-    return ping_pong(group, sizes, repeats=repeats, warmup=warmup, peer=peer)
+    return plain(ping_pong(group, sizes, repeats=repeats, warmup=warmup, peer=peer))
+
+
+def rank_fit_alpha_beta(group, sizes, seconds):
+    """Rank code: the student's fit_alpha_beta(sizes, seconds) -> (alpha, beta) as two floats, or a
+    str naming what it returned when that is not a tuple of two numbers."""
+    from minitorch_dist.collectives import fit_alpha_beta
+    got = fit_alpha_beta(sizes, seconds)
+    if isinstance(got, tuple) and len(got) == 2:
+        try:
+            return float(got[0]), float(got[1])
+        except Exception:  # noqa: BLE001 - not two numbers: reported below
+            pass
+    return f"{type(got).__name__} {reprlib.repr(got)}"
 
 
 BAD_INPUTS = ("op", "non-contiguous", "root")

@@ -15,10 +15,10 @@ import functools
 import math
 
 import torch
-from rank_runs import error_text, fail, judge  # noqa: F401 (the tests import them from here)
 
-from hw2_harness import Outcome
-from hw2_setup import Case, build_model, global_batch, reference_run
+from assignments.common.rank_runs import error_text, fail, judge  # noqa: F401 (the tests import them from here)
+from assignments.hw2.tests.hw2_harness import Outcome
+from assignments.hw2.tests.hw2_setup import Case, build_model, global_batch, reference_run
 
 TOL = 1e-12               # max |parameter - single-process reference|, float64, after every step of a run
 PS_SLACK_BYTES = 512      # a worker's per-step traffic beyond its gradient, parameters and batch part

@@ -11,10 +11,9 @@ import functools
 
 import torch
 
-from hw2_checks import TOL
-from hw2_harness import Outcome
-from hw2_setup import Case, build_model, flat_all, gossip_value, loss_of, own_batch
-
+from assignments.hw2.tests.hw2_checks import TOL
+from assignments.hw2.tests.hw2_harness import Outcome
+from assignments.hw2.tests.hw2_setup import Case, build_model, flat_all, gossip_value, loss_of, own_batch
 from minitorch_dist.gossip import exponential_peers
 
 

@@ -11,20 +11,21 @@ and what it did (hw2_ranks.py); the verdict is taken in the grading process (hw2
 a single-process reference or a closed form.
 
 Files: hw2_setup.py (cases, models, data, the reference run), hw2_ranks.py (rank code), this file
-(launching, suites), hw2_checks.py (the verdict), ../../common/rank_runs.py and case_suites.py (batched launches, the
-stub memo, the judge; shared with homework 1). A case that raises on a rank stops the launch; that
-case records the error and the others run again. A stub's NotImplementedError is remembered per
-kind (ring_gossip, dpsgd, ...): that kind's later cases fail at once without a launch (per kind,
-not per task: a task may have a stub and a finished function).
+(launching, suites), hw2_checks.py (the verdict), assignments/common/rank_runs.py and case_suites.py
+(batched launches, the stub memo, the judge; shared with homework 1). They are modules of the
+package `assignments`, imported by full name (assignments.hw2.tests.hw2_ranks): rank functions are
+pickled by reference, and a rank imports them from the kit root. A case that raises on a rank
+stops the launch; that case records the error and the others run again. A stub's
+NotImplementedError is remembered per kind (ring_gossip, dpsgd, ...): that kind's later cases fail
+at once without a launch (per kind, not per task: a task may have a stub and a finished function).
 """
 
 from __future__ import annotations
 
-import case_suites
-import rank_runs
-from hw2_ranks import rank_bucketed_rank_dies, run_cases_on_rank  # noqa: F401 (the tests import them here)
-from hw2_setup import Case
-
+from assignments.common import case_suites, rank_runs
+from assignments.hw2.tests.hw2_ranks import (rank_bucketed_rank_dies,  # noqa: F401 (the tests import them here)
+                                             run_cases_on_rank)
+from assignments.hw2.tests.hw2_setup import Case
 from minitorch_dist import SimNetwork
 
 HW2_LAUNCH = {"collectives": True, "trace": True}      # the provided collectives; events for "how"

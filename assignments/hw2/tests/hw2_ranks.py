@@ -8,10 +8,10 @@ from __future__ import annotations
 import os
 
 import torch
-from rank_runs import run_case_list
 
-from hw2_setup import (Case, build_model, cross_entropy, flat_all, global_batch, gossip_value, loss_of,
-                       make_optimizer, own_batch, trainable_bytes)
+from assignments.common.rank_runs import run_case_list
+from assignments.hw2.tests.hw2_setup import (Case, build_model, cross_entropy, flat_all, global_batch, gossip_value,
+                                             loss_of, make_optimizer, own_batch, trainable_bytes)
 from minitorch_dist.data import local_part
 
 COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "broadcast")

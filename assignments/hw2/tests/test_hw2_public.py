@@ -10,10 +10,11 @@ counters and the trace (hw2_checks.py); gossip values are checked exactly (hw2_g
 """
 
 import pytest
-from hw2_checks import how_problems, judge, ps_traffic_problems, training_problems
-from hw2_gossip_checks import (decentralized_problems, exact_mean_problems, moshpit_problems, push_sum_problems,
-                               ring_gossip_problems)
-from hw2_harness import Case, Suite
+
+from assignments.hw2.tests.hw2_checks import how_problems, judge, ps_traffic_problems, training_problems
+from assignments.hw2.tests.hw2_gossip_checks import (decentralized_problems, exact_mean_problems, moshpit_problems,
+                                                     push_sum_problems, ring_gossip_problems)
+from assignments.hw2.tests.hw2_harness import Case, Suite
 
 VERSIONS = {"allreduce": "task2_2", "overlap": "task2_3", "bucketed": "task2_4"}
 

@@ -18,11 +18,11 @@ from __future__ import annotations
 import math
 
 import torch
-from rank_runs import judge  # noqa: F401 (the tests import it from here)
 
-from hw4_harness import Outcome
-from hw4_setup import (BAD_WIDTH, BATCH, COMM_WIDTH, CONFIGS, IN_VIEW, N_LAYERS, OUT_VIEW, SEQ, config_for,
-                       dense_reference, split_dim, view)
+from assignments.common.rank_runs import judge  # noqa: F401 (the tests import it from here)
+from assignments.hw4.tests.hw4_harness import Outcome
+from assignments.hw4.tests.hw4_setup import (BAD_WIDTH, BATCH, COMM_WIDTH, CONFIGS, IN_VIEW, N_LAYERS, OUT_VIEW, SEQ,
+                                             config_for, dense_reference, split_dim, view)
 
 TOL = 1e-10
 OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast")

@@ -11,20 +11,21 @@ in each pass (hw4_ranks.py); the verdict is taken in the grading process (hw4_ch
 the dense model.
 
 Files: hw4_setup.py (configs, dense model, inputs, the dense reference), hw4_ranks.py (rank code),
-this file (launching, suites), hw4_checks.py (the verdict), ../../common/rank_runs.py and case_suites.py (batched
-launches, the stub memo, the judge; shared by every homework). A case that raises on a rank stops
-the launch; that case records the error and the others run again. A stub's NotImplementedError is
-remembered per kind of piece: that kind's later cases fail at once without a launch (per kind, not
-per task: the model case is task 4.4 but fails on a 4.3 stub, and a task may mix stubs and
-finished pieces).
+this file (launching, suites), hw4_checks.py (the verdict), assignments/common/rank_runs.py and
+case_suites.py (batched launches, the stub memo, the judge; shared by every homework). They are
+modules of the package `assignments`, imported by full name (assignments.hw4.tests.hw4_ranks): rank
+functions are pickled by reference, and a rank imports them from the kit root. A case that raises on
+a rank stops the launch; that case records the error and the others run again. A stub's
+NotImplementedError is remembered per kind of piece: that kind's later cases fail at once without a
+launch (per kind, not per task: the model case is task 4.4 but fails on a 4.3 stub, and a task may
+mix stubs and finished pieces).
 """
 
 from __future__ import annotations
 
-import case_suites
-from hw4_ranks import run_cases_on_rank
-from hw4_setup import Case
-
+from assignments.common import case_suites
+from assignments.hw4.tests.hw4_ranks import run_cases_on_rank
+from assignments.hw4.tests.hw4_setup import Case
 from minitorch_dist import SimNetwork
 
 HW4_LAUNCH = {"collectives": True, "trace": False}     # the provided collectives; counters are enough

@@ -5,10 +5,9 @@ in the grading process (hw4_checks.py).
 
 from __future__ import annotations
 
-from rank_runs import run_case_list
-
-from hw4_setup import (BAD_WIDTH, COMM_KINDS, IN_VIEW, OUT_VIEW, Case, build_dense, config_for, dense_input,
-                       dense_piece, loss_weight, reduce_input, targets, view)
+from assignments.common.rank_runs import run_case_list
+from assignments.hw4.tests.hw4_setup import (BAD_WIDTH, COMM_KINDS, IN_VIEW, OUT_VIEW, Case, build_dense, config_for,
+                                             dense_input, dense_piece, loss_weight, reduce_input, targets, view)
 
 OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast")
 

@@ -11,9 +11,10 @@ the matching slice of the dense gradient (tolerance 1e-10), plus the exact numbe
 """
 
 import pytest
-from hw4_checks import comm_problems, judge, memory_problems, result_problems
-from hw4_harness import Case, Suite
-from hw4_setup import BLOCK_KINDS, COMM_KINDS, LINEAR_KINDS
+
+from assignments.hw4.tests.hw4_checks import comm_problems, judge, memory_problems, result_problems
+from assignments.hw4.tests.hw4_harness import Case, Suite
+from assignments.hw4.tests.hw4_setup import BLOCK_KINDS, COMM_KINDS, LINEAR_KINDS
 
 
 def public_cases(p: int) -> list[Case]:

@@ -1,0 +1,1 @@
+"""Test harness code that every homework's public and hidden tests share."""

@@ -1,0 +1,1 @@
+"""Homework 1: collectives from send/recv (handout, scripts and public tests)."""

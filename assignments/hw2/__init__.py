@@ -1,0 +1,1 @@
+"""Homework 2: data parallel, gossip and SGP (handout, scripts and public tests)."""

@@ -1,0 +1,1 @@
+"""Homework 4: Megatron tensor parallelism (handout, scripts and public tests)."""
