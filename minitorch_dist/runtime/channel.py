@@ -13,6 +13,7 @@ result's memory to a process that may be killed right after.
 from __future__ import annotations
 
 import pickle
+import sys
 
 import cloudpickle
 
@@ -39,3 +40,14 @@ def send_plain(conn, obj) -> None:
 def recv_plain(conn):
     """Receive one object sent by send_plain(), without running any code it names."""
     return plain.decode(conn.recv_bytes(MAX_PLAIN_MESSAGE))
+
+
+def print_output(rank: int | None, msg) -> None:
+    """Print a rank's forwarded ("out", stream, text) message as '[rank r] ...' lines (as is for None)."""
+    if msg[0] != "out":
+        return
+    stream = sys.stderr if msg[1] == "stderr" else sys.stdout
+    prefix = "" if rank is None else f"[rank {rank}] "
+    for line in str(msg[2]).splitlines():
+        stream.write(f"{prefix}{line}\n")
+    stream.flush()

@@ -177,7 +177,7 @@ def launch(fn, world_size: int | None = None, *, args=(), kwargs=None, backend: 
     if backend not in BACKENDS:
         raise LaunchError(f"launch: backend={backend!r}; use one of {BACKENDS}")
     if backend == "sim":
-        from .host import host_address, run_sim_on_host
+        from .host_link import host_address, run_sim_on_host
         if host_address():            # untrusted rank code: the whole sim runs in the rank host
             return run_sim_on_host(host_address(), fn, world_size, args, kwargs,
                                    {"network": network, "collectives": collectives, "trace": trace})

@@ -8,7 +8,7 @@ caller ran OpenMP ops); on macOS/Windows, or with MINITORCH_DIST_START=spawn, th
 are spawned. mpi ranks are started by mpiexec and connect back the same way.
 When the caller must not trust its ranks (MINITORCH_DIST_RANK_HOST is set: the
 autograder), a rank host in the sandbox forks them or runs mpiexec instead
-(host.py), and every reply from them is read as plain data, never unpickled.
+(host.py, host_link.py), and every reply from them is read as plain data, never unpickled.
 Every rank runs worker.serve(). A failure, an interrupt or a timeout kills the
 whole pool: no rank survives its caller.
 """
@@ -31,7 +31,7 @@ from multiprocessing.connection import Connection, answer_challenge, deliver_cha
 
 import torch.distributed as dist
 
-from . import channel, host
+from . import channel, host_link
 from .errors import LaunchError
 from .tracker import BoardTracker
 
@@ -89,7 +89,7 @@ class Pool:
         self._procs: list = []
         self._mpiexec: subprocess.Popen | None = None
         self._log = None
-        self.host = host.host_address()
+        self.host = host_link.host_address()
         self.plain = self.host is not None              # replies from untrusted ranks: plain data only
         self._read = channel.recv_plain if self.plain else channel.recv
         spec = {"backend": backend, "store_host": "127.0.0.1", "store_port": self.store.port,
@@ -99,7 +99,7 @@ class Pool:
             if backend == "mpi":
                 self._start_mpi(spec, address)
             elif self.host:
-                self._procs = host.start_ranks(self.host, world_size, address, self._authkey, spec)
+                self._procs = host_link.start_ranks(self.host, world_size, address, self._authkey, spec)
             else:
                 ctx = mp.get_context(start_method or default_start_method())
                 from .worker import forked_main
@@ -119,7 +119,7 @@ class Pool:
         cmd = [_mpiexec(), "-n", str(self.world_size), sys.executable, "-m", "minitorch_dist.runtime.worker",
                address[0], str(address[1]), json.dumps(spec)]
         if self.host:
-            self._mpiexec = host.start_mpiexec(self.host, cmd, {"MINITORCH_DIST_AUTHKEY": self._authkey.hex()})
+            self._mpiexec = host_link.start_mpiexec(self.host, cmd, {"MINITORCH_DIST_AUTHKEY": self._authkey.hex()})
             return
         self._log = tempfile.TemporaryFile()
         env = dict(os.environ, MINITORCH_DIST_AUTHKEY=self._authkey.hex())
@@ -178,16 +178,7 @@ class Pool:
         except (EOFError, OSError, ValueError):
             return None
 
-    @staticmethod
-    def print_output(rank: int | None, msg) -> None:
-        """Print a rank's forwarded output line(s) as '[rank r] ...' in the caller (as is for None)."""
-        if msg[0] != "out":
-            return
-        stream = sys.stderr if msg[1] == "stderr" else sys.stdout
-        prefix = "" if rank is None else f"[rank {rank}] "
-        for line in str(msg[2]).splitlines():
-            stream.write(f"{prefix}{line}\n")
-        stream.flush()
+    print_output = staticmethod(channel.print_output)
 
     def exit_description(self, rank: int) -> str:
         """How a rank that closed its connection ended, as far as we can tell."""

@@ -26,7 +26,7 @@ from . import channel, plain
 from .deadlock import FAILED, FINISHED, RUNNING
 from .errors import DeadlockError, PeerFailedError
 from .group import Group, RankContext
-from .host import map_path
+from .host_link import map_path
 from .trace import Recorder
 
 
