@@ -115,6 +115,8 @@ def test_forging_patching_editing_and_reading_score_nothing(tmp_path, namespaces
     check_sound(results, ["FORGE", "EDIT", "READ"], digest)
     assert json.loads(out.read_text())["score"] == 0
     assert results["extra_data"]["sandbox"]["network"].startswith("active" if namespaces else "unavailable")
+    scan = results["extra_data"]["static_scan"]                             # for instructors only
+    assert "sys.modules" in scan and "torch.equal" in scan and "/proc" in scan, scan
     for name in ("test_naive_sum", "test_ring_sum", "test_broadcast"):      # hidden: not in the top-level table
         assert name not in results["output"]
         assert by_name(results)[name]["visibility"] == "after_published"
