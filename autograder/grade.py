@@ -111,6 +111,8 @@ def grade(homework: str, submission: str, out: str | None = "results.json", *, z
         for runner in runners:
             runner.close()
         escaped = sum(box.kill_all() for box in boxes)
+        for box in boxes:
+            box.release()
         left = isolate.sweep(token)
         for path in (kit, records, outside):
             shutil.rmtree(path, ignore_errors=True)
@@ -125,7 +127,8 @@ def grade(homework: str, submission: str, out: str | None = "results.json", *, z
     results = results_json(tests, check_entry, elapsed, title)
     results["extra_data"] = {"submission": submission, "swept_at_end": len(left) + escaped,
                              "runner": "zygote" if zygote else "subprocess", "sandbox": layers,
-                             "collection_problems": problems, "static_scan": findings}
+                             "collection_problems": problems, "static_scan": findings,
+                             "sandbox_uids": [box.uid for box in boxes if box.uid is not None]}
     if out:
         write_results(out, results)
     if not quiet:

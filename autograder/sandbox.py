@@ -144,17 +144,51 @@ class Sandbox:
         remove_files_of(self.uid)
         return found
 
+    def release(self) -> None:
+        """Give the uid back for other gradings (after kill_all)."""
+        if self.uid is not None:
+            release_uid(self.uid)
+
+
+LOCKS = "/run/minitorch-autograder"       # root-only: a lock file per sandbox uid in use
+_held: dict[int, int] = {}                # uid -> the open lock file this process holds
+
 
 def free_uid(taken: set[int]) -> int:
-    """A uid in the sandbox range that no process uses and no other runner took."""
+    """A uid in the sandbox range that no process uses, no runner of this grading took, and no
+    other grading on this machine holds (an flock on LOCKS/<uid>, held until this process exits)."""
     busy = set(taken) | {owner_uid(pid) for pid in _pids()}
     start = (os.getpid() * 7919) % UID_SPAN
     for k in range(UID_SPAN):
         uid = UID_BASE + (start + k) % UID_SPAN
-        if uid not in busy:
+        if uid not in busy and lock_uid(uid):
             taken.add(uid)
             return uid
     raise RuntimeError("no free sandbox uid")
+
+
+def lock_uid(uid: int) -> bool:
+    """Take the lock of `uid` for this process (False if another process holds it)."""
+    import fcntl
+    os.makedirs(LOCKS, mode=0o700, exist_ok=True)
+    info = os.lstat(LOCKS)
+    if info.st_uid != 0 or stat.S_IMODE(info.st_mode) & 0o077 or not stat.S_ISDIR(info.st_mode):
+        raise RuntimeError(f"{LOCKS} must be a root-only folder (mode 700); remove it and grade again")
+    fd = os.open(os.path.join(LOCKS, str(uid)), os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        return False
+    _held[uid] = fd
+    return True
+
+
+def release_uid(uid: int) -> None:
+    """Give the uid back (its lock) once nothing of it is left."""
+    fd = _held.pop(uid, None)
+    if fd is not None:
+        os.close(fd)
 
 
 def _pids() -> list[int]:

@@ -21,7 +21,7 @@ import time
 
 import pytest
 
-from autograder.sandbox import SHARED_FOLDERS, UID_BASE, UID_SPAN, owner_uid
+from autograder.sandbox import SHARED_FOLDERS, UID_BASE, UID_SPAN, free_uid, owner_uid, release_uid
 from tests.kit.attacks import attack
 from tests.kit.submissions import SUITE, by_name, insert_after_marker, make_submission, run
 from tools.overlay import ROOT
@@ -47,12 +47,19 @@ def kit_digest() -> str:
     return h.hexdigest()
 
 
-def sandboxed_processes() -> list[int]:
-    """Live processes owned by a sandbox uid (none may outlive a grading)."""
+def uids_of(*results) -> set[int]:
+    """The sandbox uids the gradings used (other gradings may run on this machine at the same time)."""
+    uids = {uid for r in results for uid in r["extra_data"]["sandbox_uids"]}
+    assert uids and all(UID_BASE <= uid < UID_BASE + UID_SPAN for uid in uids), uids
+    return uids
+
+
+def sandboxed_processes(uids: set[int]) -> list[int]:
+    """Live processes owned by one of `uids` (none may outlive a grading)."""
     found = []
     for d in os.listdir("/proc"):
         uid = owner_uid(int(d)) if d.isdigit() else None
-        if uid is not None and UID_BASE <= uid < UID_BASE + UID_SPAN:
+        if uid in uids:
             try:
                 with open(f"/proc/{d}/stat", "rb") as f:
                     if f.read().rsplit(b")", 1)[1].split()[0] != b"Z":
@@ -62,17 +69,28 @@ def sandboxed_processes() -> list[int]:
     return found
 
 
-def sandbox_files() -> list[str]:
-    """Files a sandbox uid left in the folders anyone may write (none may outlive a grading)."""
+def sandbox_files(uids: set[int]) -> list[str]:
+    """Files one of `uids` left in the folders anyone may write (none may outlive a grading)."""
     found = []
     for top in SHARED_FOLDERS:
         for entry in os.scandir(top) if os.path.isdir(top) else []:
             try:
-                if UID_BASE <= entry.stat(follow_symlinks=False).st_uid < UID_BASE + UID_SPAN:
+                if entry.stat(follow_symlinks=False).st_uid in uids:
                     found.append(entry.path)
             except OSError:
                 pass
     return found
+
+
+def test_a_sandbox_uid_is_held_by_one_grading_at_a_time():
+    """Two gradings on one machine never share a uid, even while one has no process running."""
+    uid = free_uid(set())
+    probe = [sys.executable, "-c", f"from autograder.sandbox import lock_uid; print(lock_uid({uid}))"]
+    try:
+        assert subprocess.run(probe, cwd=ROOT, capture_output=True, text=True).stdout.strip() == "False"
+    finally:
+        release_uid(uid)
+    assert subprocess.run(probe, cwd=ROOT, capture_output=True, text=True).stdout.strip() == "True"
 
 
 def hostile(tmp_path, **attacks_by_function) -> str:
@@ -100,8 +118,8 @@ def check_sound(results, done: list[str], digest_before: str) -> None:
         assert f"ATTACK-DONE: {name}" in text, f"the {name} attack did not run or its output was lost:\n{text[-3000:]}"
     assert not SUCCESS.findall(text), SUCCESS.findall(text)[:10]
     assert kit_digest() == digest_before, "the kit was changed during the grading"
-    assert sandboxed_processes() == [], "sandboxed processes outlived the grading"
-    assert sandbox_files() == [], "sandboxed processes left files behind"
+    assert sandboxed_processes(uids_of(results)) == [], "sandboxed processes outlived the grading"
+    assert sandbox_files(uids_of(results)) == [], "sandboxed processes left files behind"
     layers = results["extra_data"]["sandbox"]
     assert layers["user"].startswith("active") and layers["processes"].startswith("active"), layers
 
@@ -153,7 +171,7 @@ def test_the_network_beyond_the_sandbox_is_out_of_reach(tmp_path, namespaces):
     else:          # without a namespace the grader's own loopback is reachable: said, and the score holds
         assert results["score"] == 0 and "ATTACK-DONE: NETWORK" in text
         assert results["extra_data"]["sandbox"]["network"].startswith("unavailable")
-        assert sandboxed_processes() == []
+        assert sandboxed_processes(uids_of(results)) == []
 
 
 def test_memory_processes_and_disk_hit_limits_with_a_clear_message(tmp_path):
@@ -166,7 +184,7 @@ def test_memory_processes_and_disk_hit_limits_with_a_clear_message(tmp_path):
         assert "limit of the grading sandbox" in tests[name]["output"], tests[name]["output"][-2000:]
     assert "memory: 6 GiB per process" in tests["test_naive_sum"]["output"]
     assert "file size: 256 MiB" in tests["test_broadcast"]["output"]
-    assert kit_digest() == digest and sandboxed_processes() == []
+    assert kit_digest() == digest and sandboxed_processes(uids_of(results)) == []
 
 
 def test_a_concurrent_grading_cannot_be_sabotaged(tmp_path):
@@ -184,9 +202,11 @@ def test_a_concurrent_grading_cannot_be_sabotaged(tmp_path):
     attacker_out, _ = attacker.communicate(timeout=600)
     assert "TOTAL hw1 solutions: 4.00 / 4" in victim_out, victim_out
     results = json.loads((tmp_path / "attacker.json").read_text())
+    victim_results = json.loads((tmp_path / "victim.json").read_text())
     assert results["score"] == 0
     assert not SUCCESS.findall(all_outputs(results))
-    assert sandboxed_processes() == []
+    assert sandboxed_processes(uids_of(results, victim_results)) == []
+    assert not uids_of(results) & uids_of(victim_results), "two gradings shared a sandbox uid"
 
 
 @pytest.mark.parametrize("homework,task,file,ending", [
@@ -207,7 +227,7 @@ def test_forging_scores_no_more_than_the_wrong_code_on_every_homework(tmp_path, 
     assert got["score"] <= deserved["score"], (got["score"], deserved["score"])
     assert "ATTACK-DONE: FORGE" in all_outputs(got)
     assert not SUCCESS.findall(all_outputs(got))
-    assert sandboxed_processes() == []
+    assert sandboxed_processes(uids_of(got, deserved)) == []
 
 
 def test_the_attacks_reach_their_targets_without_the_sandbox(tmp_path):
