@@ -34,9 +34,10 @@ import time
 from autograder import isolate
 from autograder.collect import DEFAULT_LIMIT, JOB_ENV, collect, test_files
 from autograder.jobs import run_all, task_order
+from autograder.kit_copies import make_student_kit, open_interpreter, protect_secrets, seal
 from autograder.results import results_json, summary_table, write_results
 from autograder.runner import make_runner
-from autograder.sandbox import Sandbox, make_student_kit, open_interpreter, protect_secrets, seal
+from autograder.sandbox import Sandbox
 from autograder.scan import format_findings, scan_submission
 from autograder.submission import lay_submission
 from tools.overlay import ROOT, copy_kit, homework_manifest

@@ -30,17 +30,13 @@ import ctypes
 import errno
 import os
 import resource
-import shutil
 import signal
-import stat
 import struct
 import sys
-import time
 from dataclasses import dataclass, field
 
-UID_BASE = 61000            # sandbox uids: UID_BASE .. UID_BASE + UID_SPAN - 1, one per runner
-UID_SPAN = 4000
-SECRET_DIRS = ("solutions", "autograder", "tests", "tools", ".git")   # of the pristine kit
+from autograder.uids import free_uid, kill_uid, release_uid, remove_files_of
+
 LIMITS = {                  # rlimit name -> soft = hard limit for every student process
     "RLIMIT_DATA": 6 << 30,          # bytes of heap and anonymous memory, per process
     "RLIMIT_CPU": 600,               # seconds of CPU, per process (tests have wall limits far below)
@@ -48,7 +44,6 @@ LIMITS = {                  # rlimit name -> soft = hard limit for every student
     "RLIMIT_NPROC": 2048,            # processes and threads of the uid
     "RLIMIT_NOFILE": 4096,           # open files per process
 }
-SHARED_FOLDERS = ("/tmp", "/var/tmp", "/dev/shm", "/dev/mqueue", "/run/lock")   # writable by anyone
 PRIVATE_ENV = ("AUTOGRADER_RESULTS", "AUTOGRADER_NONCE", "AUTOGRADER_COLLECT", "AUTOGRADER_PRELOAD",
                "AUTOGRADER_NETNS", "PYTHONPATH")       # the grader's, not the sandbox's
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -150,125 +145,6 @@ class Sandbox:
             release_uid(self.uid)
 
 
-LOCKS = "/run/minitorch-autograder"       # root-only: a lock file per sandbox uid in use
-_held: dict[int, int] = {}                # uid -> the open lock file this process holds
-
-
-def free_uid(taken: set[int]) -> int:
-    """A uid in the sandbox range that no process uses, no runner of this grading took, and no
-    other grading on this machine holds (an flock on LOCKS/<uid>, held until this process exits)."""
-    busy = set(taken) | {owner_uid(pid) for pid in _pids()}
-    start = (os.getpid() * 7919) % UID_SPAN
-    for k in range(UID_SPAN):
-        uid = UID_BASE + (start + k) % UID_SPAN
-        if uid not in busy and lock_uid(uid):
-            taken.add(uid)
-            return uid
-    raise RuntimeError("no free sandbox uid")
-
-
-def lock_uid(uid: int) -> bool:
-    """Take the lock of `uid` for this process (False if another process holds it)."""
-    import fcntl
-    os.makedirs(LOCKS, mode=0o700, exist_ok=True)
-    info = os.lstat(LOCKS)
-    if info.st_uid != 0 or stat.S_IMODE(info.st_mode) & 0o077 or not stat.S_ISDIR(info.st_mode):
-        raise RuntimeError(f"{LOCKS} must be a root-only folder (mode 700); remove it and grade again")
-    fd = os.open(os.path.join(LOCKS, str(uid)), os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        os.close(fd)
-        return False
-    _held[uid] = fd
-    return True
-
-
-def release_uid(uid: int) -> None:
-    """Give the uid back (its lock) once nothing of it is left."""
-    fd = _held.pop(uid, None)
-    if fd is not None:
-        os.close(fd)
-
-
-def _pids() -> list[int]:
-    return [int(d) for d in os.listdir("/proc") if d.isdigit()] if os.path.isdir("/proc") else []
-
-
-def owner_uid(pid: int) -> int | None:
-    try:
-        return os.stat(f"/proc/{pid}").st_uid
-    except OSError:
-        return None
-
-
-def processes_of(uid: int) -> list[int]:
-    """Live (not zombie) processes whose owner is `uid`."""
-    found = []
-    for pid in _pids():
-        if owner_uid(pid) != uid:
-            continue
-        try:
-            with open(f"/proc/{pid}/stat", "rb") as f:
-                if f.read().rsplit(b")", 1)[1].split()[0] != b"Z":
-                    found.append(pid)
-        except (OSError, IndexError):
-            continue
-    return found
-
-
-def kill_uid(uid: int, wait: float = 5.0) -> int:
-    """SIGKILL every process of `uid`: a child becomes the uid and calls kill(-1), which reaches
-    every process of the uid at once (a fork bomb cannot outrun it). Repeats until none is left."""
-    found = len(processes_of(uid))
-    deadline = time.monotonic() + wait
-    while processes_of(uid) and time.monotonic() < deadline:
-        pid = os.fork()
-        if pid == 0:
-            try:
-                os.setresuid(uid, uid, uid)
-                os.kill(-1, signal.SIGKILL)
-            finally:
-                os._exit(0)
-        os.waitpid(pid, 0)
-        _reap()
-        time.sleep(0.02)
-    _reap()
-    return found
-
-
-def remove_files_of(uid: int, folders=SHARED_FOLDERS) -> list[str]:
-    """Delete what `uid` owns in the folders anyone may write (never following links); returns it."""
-    removed = []
-    for top in folders:
-        try:
-            entries = list(os.scandir(top))
-        except OSError:
-            continue
-        for entry in entries:
-            try:
-                if entry.stat(follow_symlinks=False).st_uid != uid:
-                    continue
-                if entry.is_dir(follow_symlinks=False):
-                    shutil.rmtree(entry.path, ignore_errors=True)
-                else:
-                    os.unlink(entry.path)
-                removed.append(entry.path)
-            except OSError:
-                continue
-    return removed
-
-
-def _reap() -> None:
-    while True:
-        try:
-            pid, _ = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            return
-        if pid == 0:
-            return
-
-
 # -- the network namespace (in the zygote, before it starts anything) ----------------------------
 def isolate_network() -> str:
     """Move this process into a new network namespace with only loopback up; the layer's text."""
@@ -289,61 +165,3 @@ def isolate_network() -> str:
     return "active: a network namespace of its own with only loopback (no other host or grading reachable)"
 
 
-# -- files -----------------------------------------------------------------------------------------
-def make_student_kit(trusted_kit: str, dest: str, gid: int | None, exclude: list[str]) -> None:
-    """Copy the grader's kit copy to `dest` without the grader, solutions, hidden tests or links;
-    root-owned, readable (not writable) by the group `gid` only."""
-    skip = {"autograder", "tools", "solutions", ".git", ".venv"}
-    excluded = {os.path.normpath(e) for e in exclude}
-    for folder, dirs, names in os.walk(trusted_kit):
-        rel_dir = os.path.relpath(folder, trusted_kit)
-        dirs[:] = [d for d in dirs if not (rel_dir == "." and d in skip) and d != "__pycache__"
-                   and os.path.normpath(os.path.join(rel_dir, d)) not in excluded]
-        os.makedirs(os.path.join(dest, rel_dir), exist_ok=True)
-        for n in names:
-            rel = os.path.normpath(os.path.join(rel_dir, n))
-            src = os.path.join(folder, n)
-            if rel in excluded or not stat.S_ISREG(os.lstat(src).st_mode):
-                continue
-            shutil.copyfile(src, os.path.join(dest, rel))
-    seal(dest, gid)
-
-
-def seal(path: str, gid: int | None) -> None:
-    """Everything under `path` root-owned (when root), group `gid` may read, nobody else anything."""
-    dir_mode, file_mode = (0o750, 0o640) if gid is not None else (0o755, 0o644)
-    for folder, dirs, names in os.walk(path):
-        for entry, mode in [(folder, dir_mode)] + [(os.path.join(folder, n), file_mode) for n in names]:
-            if gid is not None:
-                os.chown(entry, 0, gid, follow_symlinks=False)
-            os.chmod(entry, mode)
-
-
-def protect_secrets(root: str) -> str:
-    """Make the pristine kit's secret folders owner-only (the venv stays readable); the layer's text."""
-    if not is_root():
-        return "unavailable: not root, so the kit's solutions/ and hidden tests keep their permissions"
-    changed = []
-    for name in SECRET_DIRS:
-        path = os.path.join(root, name)
-        if os.path.isdir(path) and os.stat(path).st_mode & 0o077:
-            os.chmod(path, 0o700)
-            changed.append(name)
-    note = f" (made owner-only now: {', '.join(changed)})" if changed else ""
-    return f"active: {', '.join(SECRET_DIRS)} of the kit are owner-only{note}"
-
-
-def open_interpreter() -> list[str]:
-    """Give others search (x) permission on the folders above the interpreter and the venv, so the
-    sandbox user can run Python (e.g. a pyenv Python under a private /root); returns what changed."""
-    changed = []
-    targets = {os.path.realpath(sys.executable), os.path.realpath(sys.prefix), os.path.realpath(sys.base_prefix)}
-    for target in targets:
-        path = os.path.dirname(target) if os.path.isfile(target) else target
-        while path and path != os.sep:
-            mode = os.stat(path).st_mode
-            if not mode & 0o001:
-                os.chmod(path, stat.S_IMODE(mode) | 0o001)
-                changed.append(path)
-            path = os.path.dirname(path)
-    return changed

@@ -21,7 +21,7 @@ import time
 
 import pytest
 
-from autograder.sandbox import SHARED_FOLDERS, UID_BASE, UID_SPAN, free_uid, owner_uid, release_uid
+from autograder.uids import SHARED_FOLDERS, UID_BASE, UID_SPAN, free_uid, owner_uid, release_uid
 from tests.kit.attacks import attack
 from tests.kit.submissions import SUITE, by_name, insert_after_marker, make_submission, run
 from tools.overlay import ROOT
@@ -85,7 +85,7 @@ def sandbox_files(uids: set[int]) -> list[str]:
 def test_a_sandbox_uid_is_held_by_one_grading_at_a_time():
     """Two gradings on one machine never share a uid, even while one has no process running."""
     uid = free_uid(set())
-    probe = [sys.executable, "-c", f"from autograder.sandbox import lock_uid; print(lock_uid({uid}))"]
+    probe = [sys.executable, "-c", f"from autograder.uids import lock_uid; print(lock_uid({uid}))"]
     try:
         assert subprocess.run(probe, cwd=ROOT, capture_output=True, text=True).stdout.strip() == "False"
     finally:

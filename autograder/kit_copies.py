@@ -1,0 +1,77 @@
+"""The kit copies a grading makes, and the permissions that keep the sandbox out of the rest.
+
+    make_student_kit(graders_copy, dest, gid, exclude=hidden_test_files)   # no grader, solutions, tests
+    seal(dest, gid)                     # root-owned, readable by the grading's gid only
+    protect_secrets(ROOT)               # the pristine kit's secret folders owner-only
+    open_interpreter()                  # search permission so the sandbox user can run Python
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import sys
+
+from autograder.sandbox import is_root
+
+SECRET_DIRS = ("solutions", "autograder", "tests", "tools", ".git")   # of the pristine kit
+
+
+def make_student_kit(trusted_kit: str, dest: str, gid: int | None, exclude: list[str]) -> None:
+    """Copy the grader's kit copy to `dest` without the grader, solutions, hidden tests or links;
+    root-owned, readable (not writable) by the group `gid` only."""
+    skip = {"autograder", "tools", "solutions", ".git", ".venv"}
+    excluded = {os.path.normpath(e) for e in exclude}
+    for folder, dirs, names in os.walk(trusted_kit):
+        rel_dir = os.path.relpath(folder, trusted_kit)
+        dirs[:] = [d for d in dirs if not (rel_dir == "." and d in skip) and d != "__pycache__"
+                   and os.path.normpath(os.path.join(rel_dir, d)) not in excluded]
+        os.makedirs(os.path.join(dest, rel_dir), exist_ok=True)
+        for n in names:
+            rel = os.path.normpath(os.path.join(rel_dir, n))
+            src = os.path.join(folder, n)
+            if rel in excluded or not stat.S_ISREG(os.lstat(src).st_mode):
+                continue
+            shutil.copyfile(src, os.path.join(dest, rel))
+    seal(dest, gid)
+
+
+def seal(path: str, gid: int | None) -> None:
+    """Everything under `path` root-owned (when root), group `gid` may read, nobody else anything."""
+    dir_mode, file_mode = (0o750, 0o640) if gid is not None else (0o755, 0o644)
+    for folder, dirs, names in os.walk(path):
+        for entry, mode in [(folder, dir_mode)] + [(os.path.join(folder, n), file_mode) for n in names]:
+            if gid is not None:
+                os.chown(entry, 0, gid, follow_symlinks=False)
+            os.chmod(entry, mode)
+
+
+def protect_secrets(root: str) -> str:
+    """Make the pristine kit's secret folders owner-only (the venv stays readable); the layer's text."""
+    if not is_root():
+        return "unavailable: not root, so the kit's solutions/ and hidden tests keep their permissions"
+    changed = []
+    for name in SECRET_DIRS:
+        path = os.path.join(root, name)
+        if os.path.isdir(path) and os.stat(path).st_mode & 0o077:
+            os.chmod(path, 0o700)
+            changed.append(name)
+    note = f" (made owner-only now: {', '.join(changed)})" if changed else ""
+    return f"active: {', '.join(SECRET_DIRS)} of the kit are owner-only{note}"
+
+
+def open_interpreter() -> list[str]:
+    """Give others search (x) permission on the folders above the interpreter and the venv, so the
+    sandbox user can run Python (e.g. a pyenv Python under a private /root); returns what changed."""
+    changed = []
+    targets = {os.path.realpath(sys.executable), os.path.realpath(sys.prefix), os.path.realpath(sys.base_prefix)}
+    for target in targets:
+        path = os.path.dirname(target) if os.path.isfile(target) else target
+        while path and path != os.sep:
+            mode = os.stat(path).st_mode
+            if not mode & 0o001:
+                os.chmod(path, stat.S_IMODE(mode) | 0o001)
+                changed.append(path)
+            path = os.path.dirname(path)
+    return changed
