@@ -16,6 +16,8 @@ import signal
 import stat
 import time
 
+from autograder.isolate import reap_zombies
+
 UID_BASE = 61000            # sandbox uids: UID_BASE .. UID_BASE + UID_SPAN - 1, one per runner
 UID_SPAN = 4000
 SHARED_FOLDERS = ("/tmp", "/var/tmp", "/dev/shm", "/dev/mqueue", "/run/lock")   # writable by anyone
@@ -100,9 +102,9 @@ def kill_uid(uid: int, wait: float = 5.0) -> int:
             finally:
                 os._exit(0)
         os.waitpid(pid, 0)
-        _reap()
+        reap_zombies()
         time.sleep(0.02)
-    _reap()
+    reap_zombies()
     return found
 
 
@@ -126,13 +128,3 @@ def remove_files_of(uid: int, folders=SHARED_FOLDERS) -> list[str]:
             except OSError:
                 continue
     return removed
-
-
-def _reap() -> None:
-    while True:
-        try:
-            pid, _ = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            return
-        if pid == 0:
-            return
