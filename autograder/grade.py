@@ -43,6 +43,7 @@ from autograder.submission import lay_submission
 from tools.overlay import ROOT, copy_kit, homework_manifest
 
 DEFAULT_DEADLINE = 10.0
+MAX_RANK_OUTPUT = 8 << 20       # bytes of rank output a test process prints (the rest is cut, and said)
 
 
 def grade(homework: str, submission: str, out: str | None = "results.json", *, zygote: bool = True,
@@ -80,6 +81,7 @@ def grade(homework: str, submission: str, out: str | None = "results.json", *, z
         env = dict(os.environ, PYTHONPATH=kit, PYTHONDONTWRITEBYTECODE="1", **{isolate.TOKEN_VAR: token},
                    AUTOGRADER_PRELOAD=",".join(manifest.get("preload", [])), **JOB_ENV)
         env.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")     # c10d's hostname warnings in a network namespace
+        env["MINITORCH_DIST_MAX_OUTPUT"] = str(MAX_RANK_OUTPUT)
         env["AUTOGRADER_NETNS"] = "1" if sandbox and namespaces and isolate_root() else "0"
         runners.append(make_runner(kit, env, zygote=zygote))
         tests, problems = collect(runners[0], kit, manifest, suites, records, limit)

@@ -228,3 +228,11 @@ while _t.time() < _end:
     _t.sleep(0.5)
 _say("DONE", __NAME__)
 '''
+
+# print far more than any feedback can hold
+OUTPUT = PRELUDE + '''
+_line = "x" * (1 << 20)
+for _ in range(64):
+    print(_line, flush=True)
+_say("DONE", __NAME__)
+'''

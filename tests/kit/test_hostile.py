@@ -187,6 +187,16 @@ def test_memory_processes_and_disk_hit_limits_with_a_clear_message(tmp_path):
     assert kit_digest() == digest and sandboxed_processes(uids_of(results)) == []
 
 
+def test_an_output_flood_is_cut_and_said(tmp_path):
+    """64 MiB printed on each of 3 ranks: the test process prints 8 MiB of it, says so, and the
+    feedback holds the tail of that."""
+    results = run(hostile(tmp_path, naive=attack("OUTPUT", ROOT)), only="1.4")
+    naive = by_name(results)["test_naive_sum"]
+    assert results["score"] == 0 and "output of the ranks cut at 8 MiB" in naive["output"], naive["output"][-500:]
+    assert len(naive["output"]) < 20_000
+    assert sandboxed_processes(uids_of(results)) == []
+
+
 def test_a_concurrent_grading_cannot_be_sabotaged(tmp_path):
     """A correct submission graded beside a hostile one (on the same machine, at the same time)
     keeps full marks; the hostile one tries to edit every kit copy and to reach every open port."""
