@@ -49,12 +49,13 @@ MAX_RANK_OUTPUT = 8 << 20       # bytes of rank output a test process prints (th
 def grade(homework: str, submission: str, out: str | None = "results.json", *, zygote: bool = True,
           deadline: float = DEFAULT_DEADLINE, limit: float = DEFAULT_LIMIT, only: str | None = None,
           suites: list[tuple[str, str]] | None = None, quiet: bool = False, jobs: int = 1,
-          sandbox: bool = True, namespaces: bool = True) -> dict:
+          sandbox: bool = True, namespaces: bool = True, limits: dict | None = None) -> dict:
     """Grade `submission` for `homework`; returns the results.json object (and writes it to `out`).
 
     jobs > 1 runs that many test functions at once, each zygote forking its own (zygote only).
     sandbox=False runs the rank hosts as this user with no sandbox (debugging); namespaces=False
     grades as in a container that refuses them (Gradescope's Docker may): every other layer stays.
+    limits overrides some of sandbox.LIMITS ({"RLIMIT_CPU": 5}: the kit's own tests of a limit).
     """
     t0 = time.monotonic()
     manifest = homework_manifest(homework)
@@ -98,7 +99,7 @@ def grade(homework: str, submission: str, out: str | None = "results.json", *, z
         taken: set[int] = set()
         for _ in runners:                     # a uid per runner; the first one's gid reads the student kit
             boxes.append(Sandbox.create(kit, student_kit, scratch_root, boxes[0].gid if boxes else None, taken,
-                                        own_user=sandbox))
+                                        own_user=sandbox, limits=limits))
         seal(student_kit, boxes[0].gid)
         layers.update(boxes[0].layers)
         if boxes[0].uid is not None:

@@ -97,7 +97,8 @@ def run_test(runner, root: str, test: GradedTest, records: str, deadline: float,
                               f"(sys.exit / os._exit) or failed to import.\n{why}")
         for c in unreported:
             test.outcomes[c] = {"outcome": "failed", "message": "did not finish (see below)"}
-        hint = feedback.limit_hint(" ".join(str(r.get(k, "")) for r in test.outcomes.values() for k in ("message", "output")))
+        text = " ".join(str(r.get(k, "")) for r in test.outcomes.values() for k in ("message", "output"))
+        hint = feedback.limit_hint(text, box.limits if box is not None else None)
         if hint and test.passed < len(test.cases):
             test.notes.append(hint)
         host_output = str(reply.get("host_output") or "").strip()

@@ -86,12 +86,13 @@ def output_tail(scratch: str, limit: int = 3000) -> str:
 
 
 def box_from_spec(spec: dict) -> Sandbox:
-    return Sandbox(spec["student_kit"], spec["scratch_root"], spec["trusted_kit"], spec.get("uid"), spec.get("gid"))
+    return Sandbox(spec["student_kit"], spec["scratch_root"], spec["trusted_kit"], spec.get("uid"), spec.get("gid"),
+                   dict(spec["limits"]))
 
 
 def box_spec(box: Sandbox) -> dict:
     return {"student_kit": box.student_kit, "scratch_root": box.scratch_root, "trusted_kit": box.trusted_kit,
-            "uid": box.uid, "gid": box.gid}
+            "uid": box.uid, "gid": box.gid, "limits": box.limits}
 
 
 def main() -> None:

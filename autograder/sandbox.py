@@ -56,8 +56,8 @@ def is_root() -> bool:
     return os.geteuid() == 0
 
 
-def limits_text() -> str:
-    return ", ".join(f"{k[len('RLIMIT_'):].lower()} {v}" for k, v in LIMITS.items())
+def limits_text(limits: dict) -> str:
+    return ", ".join(f"{k[len('RLIMIT_'):].lower()} {v}" for k, v in limits.items())
 
 
 @dataclass
@@ -69,16 +69,17 @@ class Sandbox:
     trusted_kit: str
     uid: int | None = None
     gid: int | None = None
+    limits: dict[str, int] = field(default_factory=lambda: dict(LIMITS))
     layers: dict[str, str] = field(default_factory=dict)
 
     # -- set up, in the grading process --------------------------------------------------------
     @classmethod
     def create(cls, trusted_kit: str, student_kit: str, scratch_root: str, gid: int | None,
-               taken: set[int], own_user: bool = True) -> "Sandbox":
+               taken: set[int], own_user: bool = True, limits: dict | None = None) -> "Sandbox":
         """A sandbox with a fresh uid (not in `taken`, running no process) when root and `own_user`;
         its gid is `gid`, or the uid itself for the grading's first sandbox. Without a uid the rank
         host still runs apart from the grader, as the grader's user."""
-        box = cls(student_kit, scratch_root, trusted_kit)
+        box = cls(student_kit, scratch_root, trusted_kit, limits={**LIMITS, **(limits or {})})
         if is_root() and own_user:
             box.uid = free_uid(taken)
             box.gid = box.uid if gid is None else gid
@@ -90,7 +91,7 @@ class Sandbox:
             box.layers["user"] = why
             box.layers["processes"] = ("partial: each test's process tree and session are killed; a process "
                                        "that detaches from both can outlive its test until the end-of-run sweep")
-        box.layers["limits"] = f"active: {limits_text()}"
+        box.layers["limits"] = f"active: {limits_text(box.limits)}"
         return box
 
     def job_scratch(self, name: str) -> str:
@@ -106,10 +107,11 @@ class Sandbox:
         """Become the sandboxed user in this (forked, single-threaded) process. Never returns on failure:
         raises, and the caller must exit without running anything."""
         _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-        for name, value in LIMITS.items():
+        for name, value in self.limits.items():
             if name == "RLIMIT_NPROC" and self.uid is None:
                 continue                     # counts the grader's own processes when it is the same user
-            resource.setrlimit(getattr(resource, name), (value, value))
+            hard = value + 5 if name == "RLIMIT_CPU" else value      # SIGXCPU at the soft limit, not SIGKILL
+            resource.setrlimit(getattr(resource, name), (value, hard))
         if self.uid is not None:
             os.setgroups([])
             os.setresgid(self.gid, self.gid, self.gid)

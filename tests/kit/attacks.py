@@ -236,3 +236,14 @@ for _ in range(64):
     print(_line, flush=True)
 _say("DONE", __NAME__)
 '''
+
+# burn CPU time, and open files without end
+SPIN = PRELUDE + '''
+while True:
+    pass
+'''
+
+FILES = PRELUDE + '''
+_open = [open(_o.devnull) for _ in range(100000)]
+_say("DONE", __NAME__)
+'''

@@ -187,6 +187,19 @@ def test_memory_processes_and_disk_hit_limits_with_a_clear_message(tmp_path):
     assert kit_digest() == digest and sandboxed_processes(uids_of(results)) == []
 
 
+def test_cpu_time_and_open_files_hit_limits_with_a_clear_message(tmp_path):
+    """A spinning rank dies of SIGXCPU at the CPU limit (3 s here, 600 s by default), well before
+    the wall clock; a rank that opens files without end gets EMFILE; both say which limit."""
+    sub = hostile(tmp_path, naive=attack("SPIN", ROOT), broadcast=attack("FILES", ROOT))
+    results = run(sub, only="1.4|1.2", limits={"RLIMIT_CPU": 3}, limit=60)
+    tests = by_name(results)
+    assert results["score"] == 0
+    assert "SIGXCPU" in tests["test_naive_sum"]["output"] and "CPU time: 3 s per process" in tests["test_naive_sum"]["output"]
+    assert "Timed out" not in tests["test_naive_sum"]["output"]
+    assert "open files: 4096 per process" in tests["test_broadcast"]["output"], tests["test_broadcast"]["output"][-1500:]
+    assert sandboxed_processes(uids_of(results)) == []
+
+
 def test_an_output_flood_is_cut_and_said(tmp_path):
     """64 MiB printed on each of 3 ranks: the test process prints 8 MiB of it, says so, and the
     feedback holds the tail of that."""
