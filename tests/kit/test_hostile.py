@@ -235,6 +235,7 @@ def test_a_concurrent_grading_cannot_be_sabotaged(tmp_path):
 @pytest.mark.parametrize("homework,task,file,ending", [
     ("hw1", "1.4", "all_reduce.py", "return x"),
     ("hw2", "2.2", "ddp.py", "return"),
+    ("hw3", "3.3", "error_feedback.py", "raise RuntimeError('wrong on purpose')"),
     ("hw4", "4.1", "comm.py", "raise RuntimeError('wrong on purpose')"),
 ])
 def test_forging_scores_no_more_than_the_wrong_code_on_every_homework(tmp_path, homework, task, file, ending):

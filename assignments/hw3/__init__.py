@@ -1,0 +1,1 @@
+"""Homework 3: gradient compression (handout and public tests)."""

@@ -1,0 +1,41 @@
+"""Homework 3 test harness: run cases on ranks and bring back what they computed.
+
+    python -m pytest assignments/hw3/tests                 # every public test
+    python -m pytest assignments/hw3/tests -m task3_1      # one task's tests
+
+A test describes a run as a Case (hw3_setup.py: which compressor, which input, which op). The
+harness runs a list of cases on p ranks in one launch, gloo by default (sim too), with the provided
+collectives on. Each rank compresses its own input, runs the all-reduce or the error-feedback steps,
+and returns what came out and the bytes each provided collective carried (hw3_ranks.py); the
+verdict is taken in the grading process (hw3_checks.py).
+
+Files: hw3_setup.py (inputs, payload sizes, the HalfGrid compressor the error-feedback test uses),
+hw3_ranks.py (rank code), this file (launching, suites), hw3_checks.py (the verdict),
+assignments/common/rank_runs.py and case_suites.py (batched launches, the stub memo, the judge;
+shared by every homework). They are modules of the package `assignments`, imported by full name
+(assignments.hw3.tests.hw3_ranks): rank functions are pickled by reference, and a rank imports them
+from the kit root. A stub's NotImplementedError is remembered per kind of case: that kind's later
+cases fail at once without a launch (the signSGD quadratic needs 3.1 and 3.3, ef_topk 3.2 and 3.3).
+"""
+
+from __future__ import annotations
+
+from assignments.common import case_suites
+from assignments.hw3.tests.hw3_ranks import run_cases_on_rank
+from assignments.hw3.tests.hw3_setup import Case
+from minitorch_dist import SimNetwork
+
+HW3_LAUNCH = {"collectives": True, "trace": False}     # the provided collectives; counters are enough
+__all__ = ["Case", "Outcome", "run_cases", "Suite"]
+Outcome = case_suites.Outcome
+
+
+def run_cases(cases, p: int, backend: str = "gloo", network: SimNetwork | None = None) -> list[Outcome]:
+    """Run `cases` on p ranks in one launch; one Outcome per case, in order (errors recorded, never raised)."""
+    return case_suites.run_outcomes(run_cases_on_rank, cases, p, backend, network, **HW3_LAUNCH)
+
+
+class Suite(case_suites.Suite):
+    """The cases of a set of tests, run on first use once per world size and kept (case_suites.Suite)."""
+
+    run_cases = staticmethod(run_cases)

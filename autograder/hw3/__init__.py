@@ -1,0 +1,1 @@
+"""Hidden tests of homework 3 (gradient compression); never shipped to students."""

@@ -1,0 +1,55 @@
+"""The hidden tests' cases: which compressors, sizes and inputs run at each world size and backend,
+and the suites that run them (once per world size; each test function runs in its own process and
+launches only the cases it judges).
+
+Sizes are chosen so that neither the chunk nor p divides n (37, 23, 29, 45 ...), with an empty tensor,
+a chunk larger than the tensor, k = 0 and k = n; inputs include large values (1e6), negative values,
+exact zeros, grid values that must come back exactly, ties in |x| for top-k, and spikes at the
+same positions on every rank (top-k indices that coincide across ranks must add up).
+"""
+
+from __future__ import annotations
+
+from assignments.hw3.tests.hw3_harness import Case, Suite
+
+WORLD_SIZES = (1, 2, 3, 4)
+COMM_WORLD_SIZES = (2, 3, 4)
+ROUND_TRIP_WORLD_SIZES = (1, 2)
+BAD_WORLD_SIZE = 2
+SIM_WORLD_SIZE = 8
+
+UINT8_ROUND_TRIPS = [Case("uint8_round_trip", 37, 5), Case("uint8_round_trip", 23, 8, data="big"),
+                     Case("uint8_round_trip", 45, 7, data="grid"), Case("uint8_round_trip", 9, 1, data="grid"),
+                     Case("uint8_round_trip", 5, 16), Case("uint8_round_trip", 0, 4)]
+SIGN_ROUND_TRIPS = [Case("sign_round_trip", 37, 5), Case("sign_round_trip", 13, 13), Case("sign_round_trip", 9, 4),
+                    Case("sign_round_trip", 20, 6, data="big"), Case("sign_round_trip", 0, 3)]
+QUANT_ALL_REDUCES = [Case("uint8_all_reduce", 37, 5), Case("uint8_all_reduce", 23, 8, "sum", "big"),
+                     Case("uint8_all_reduce", 45, 7, data="grid"), Case("uint8_all_reduce", 0, 4),
+                     Case("sign_all_reduce", 29, 6), Case("sign_all_reduce", 37, 5, "sum")]
+TOPK_ROUND_TRIPS = [Case("topk_round_trip", 30, 7, data="ties"), Case("topk_round_trip", 41, 5, data="ties"),
+                    Case("topk_round_trip", 13, 13, data="ties"), Case("topk_round_trip", 20, 0),
+                    Case("topk_round_trip", 17, 3, data="big")]
+SPARSE_ALL_REDUCES = [Case("topk_all_reduce", 30, 4, data="ties"), Case("topk_all_reduce", 37, 5, "sum"),
+                      Case("topk_all_reduce", 30, 4, data="spiky"), Case("topk_all_reduce", 45, 6, "sum", "spiky"),
+                      Case("topk_all_reduce", 17, 3, data="big"), Case("randomk_all_reduce", 40, 6),
+                      Case("randomk_all_reduce", 50, 5, "sum"), Case("randomk_all_reduce", 97, 10, data="big")]
+EF_CASES = [Case("ef_grid", 12, data="dyadic"), Case("ef_topk", 20, 3, data="dyadic"),
+            Case("ef_topk", 13, 2, data="dyadic")]
+QUADRATIC = [Case("ef_sign_quadratic")]
+BAD = [Case("bad_quantize"), Case("bad_sparsify"), Case("bad_error_feedback")]
+
+
+def _cases(cases):
+    return lambda p: list(cases)
+
+
+ROUND_TRIP = Suite(_cases(UINT8_ROUND_TRIPS + SIGN_ROUND_TRIPS + TOPK_ROUND_TRIPS))
+QUANT = Suite(_cases(QUANT_ALL_REDUCES))
+SPARSE = Suite(_cases(SPARSE_ALL_REDUCES))
+EF = Suite(_cases(EF_CASES))
+CONVERGE = Suite(_cases(QUADRATIC))
+BAD_INPUT = Suite(_cases(BAD))
+SIM_CASES = {"task3_1": [Case("uint8_all_reduce", 37, 5), Case("sign_all_reduce", 29, 6, "sum")],
+             "task3_2": [Case("topk_all_reduce", 30, 4, data="spiky"), Case("randomk_all_reduce", 40, 6)],
+             "task3_3": [Case("ef_topk", 20, 3, data="dyadic"), Case("ef_grid", 12, data="dyadic")]}
+SIM = Suite(_cases([c for cs in SIM_CASES.values() for c in cs]), backend="sim")
