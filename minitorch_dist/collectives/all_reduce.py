@@ -1,7 +1,7 @@
 """Homework 1, tasks 1.4-1.7: all-reduce four ways, from point-to-point messages only.
 
 Versions, simplest first (cost for n elements of s bytes on p ranks, see
-minitorch_dist.cost_model and ALGORITHMS.md):
+minitorch_dist.cost_model):
 
     naive_all_reduce      gather to rank 0, combine, send back   2(p-1)*(alpha + n*s*beta) at the root
     tree_all_reduce       binomial reduce, binomial broadcast    2*ceil(log2 p)*(alpha + n*s*beta)

@@ -1,7 +1,7 @@
 """Alpha-beta(-gamma) costs of the algorithms the kit teaches: one place for lectures, docs,
 tests and the sim backend.
 
-Notation (see shared ALGORITHMS.md): p ranks, n_bytes the size of the whole vector
+Notation: p ranks, n_bytes the size of the whole vector
 on one rank, alpha seconds per message, beta seconds per byte, gamma seconds per
 reduced byte (0 unless given). Every cost function returns seconds; links are
 full-duplex, so a send and a receive in the same round cost one alpha + n*beta.
