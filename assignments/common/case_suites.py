@@ -1,8 +1,7 @@
-"""What homework 2's and 4's harnesses share on top of rank_runs: an Outcome per case, a batched run
+"""What the harnesses of homeworks 2, 3 and 4 share on top of rank_runs: an Outcome per case, a batched run
 of cases into Outcomes, and the Suite that runs a test file's cases once per world size.
 
-    class Suite(case_suites.Suite):            # in a homework's harness
-        run_cases = staticmethod(run_cases)    # (cases, p, backend, network) -> [Outcome]
+    run_cases, Suite = case_suites.bind(run_cases_on_rank, collectives=True, trace=False)   # a harness
     SUITE = Suite(make_cases)                  # in its tests: SUITE.outcomes(p, "kind", tag)
 
 A case has `kind` (the piece it exercises, also the stub memo's key), `task`, `tag` and
@@ -67,3 +66,20 @@ class Suite:
             raise LookupError(f"harness: no case of {kinds} (tag {tag!r}) at p={p} on {self.backend}; "
                               f"selected tasks: {rank_runs.selected_tasks()}")
         return found
+
+
+def bind(rank_fn, **launch):
+    """(run_cases, Suite) of a homework: its rank code `rank_fn(group, cases)` and launch options.
+
+    run_cases(cases, p, backend="gloo", network=None) -> [Outcome], one launch per batch; Suite is
+    a Suite subclass that runs its cases with it.
+    """
+    def run_cases(cases, p: int, backend: str = "gloo", network: SimNetwork | None = None) -> list[Outcome]:
+        """Run `cases` on p ranks in one launch; one Outcome per case, in order (errors recorded, never raised)."""
+        return run_outcomes(rank_fn, cases, p, backend, network, **launch)
+
+    class BoundSuite(Suite):
+        """The cases of a set of tests, run on first use once per world size and kept."""
+
+    BoundSuite.run_cases = staticmethod(run_cases)
+    return run_cases, BoundSuite

@@ -38,12 +38,4 @@ def try_launch(fn, p: int, args=(), backend: str = "gloo", network: SimNetwork |
     return rank_runs.try_launch(fn, p, args, backend, network, **HW2_LAUNCH)
 
 
-def run_cases(cases, p: int, backend: str = "gloo", network: SimNetwork | None = None) -> list[Outcome]:
-    """Run `cases` on p ranks in one launch; one Outcome per case, in order (errors recorded, never raised)."""
-    return case_suites.run_outcomes(run_cases_on_rank, cases, p, backend, network, **HW2_LAUNCH)
-
-
-class Suite(case_suites.Suite):
-    """The cases of a set of tests, run on first use once per world size and kept (case_suites.Suite)."""
-
-    run_cases = staticmethod(run_cases)
+run_cases, Suite = case_suites.bind(run_cases_on_rank, **HW2_LAUNCH)
