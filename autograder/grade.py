@@ -87,7 +87,10 @@ def grade(homework: str, submission: str, out: str | None = "results.json", *, z
         runners.append(make_runner(kit, env, zygote=zygote))
         tests, problems = collect(runners[0], kit, manifest, suites, records, limit)
         if only:
-            tests = [t for t in tests if re.search(only, t.name)]
+            everything, tests = tests, [t for t in tests if re.search(only, t.name)]
+            if everything and not tests:
+                raise ValueError(f"--only {only!r} matches none of the {len(everything)} tests; their names look "
+                                 f"like {everything[0].name!r} (the regular expression is searched in them)")
         tests.sort(key=task_order)
         hidden = [f for target, vis in suites if vis != "visible" for f in test_files(kit, target)]
         make_student_kit(kit, student_kit, None, exclude=hidden + [os.path.join(os.path.dirname(f), "conftest.py")

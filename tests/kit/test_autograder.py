@@ -147,6 +147,15 @@ def test_os_exit_and_fake_json_at_import_score_zero(tmp_path):
     assert "exited with code 0" in naive["output"], naive["output"]
 
 
+def test_only_that_matches_no_test_is_an_error_not_zero_of_zero():
+    with pytest.raises(ValueError, match="matches none of the 3 tests; their names look like 'HW1 "):
+        run("solutions", only="no such test")
+    proc = subprocess.run([sys.executable, "-m", "autograder.grade", "hw1", "solutions", "--only", "nothing here",
+                           "--tests", SUITE[0][0], "--out", os.devnull], cwd=ROOT, capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 2 and "autograder: --only 'nothing here' matches none" in proc.stderr, proc.stderr
+
+
 def test_feedback_names_the_stub_through_a_rank_error():
     from minitorch_dist import RankError
     cause = NotImplementedError("HW1 task 1.5: tree_all_reduce is not implemented yet (see README)")
