@@ -93,8 +93,8 @@ def grade(homework: str, submission: str, out: str | None = "results.json", *, z
                                  f"like {everything[0].name!r} (the regular expression is searched in them)")
         tests.sort(key=task_order)
         hidden = [f for target, vis in suites if vis != "visible" for f in test_files(kit, target)]
-        make_student_kit(kit, student_kit, None, exclude=hidden + [os.path.join(os.path.dirname(f), "conftest.py")
-                                                                  for f in hidden])
+        make_student_kit(kit, student_kit, exclude=hidden + [os.path.join(os.path.dirname(f), "conftest.py")
+                                                            for f in hidden])
         check = lay_submission(submission, student_kit, manifest)
         findings = format_findings(scan_submission(student_kit, check.overlaid))
         replaced = check.replaced_tasks()

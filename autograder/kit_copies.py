@@ -1,6 +1,6 @@
 """The kit copies a grading makes, and the permissions that keep the sandbox out of the rest.
 
-    make_student_kit(graders_copy, dest, gid, exclude=hidden_test_files)   # no grader, solutions, tests
+    make_student_kit(graders_copy, dest, exclude=hidden_test_files)   # no grader, solutions, tests
     seal(dest, gid)                     # root-owned, readable by the grading's gid only
     protect_secrets(ROOT)               # the pristine kit's secret folders owner-only
     open_interpreter()                  # search permission so the sandbox user can run Python
@@ -18,9 +18,9 @@ from autograder.sandbox import is_root
 SECRET_DIRS = ("solutions", "autograder", "tests", "tools", ".git")   # of the pristine kit
 
 
-def make_student_kit(trusted_kit: str, dest: str, gid: int | None, exclude: list[str]) -> None:
-    """Copy the grader's kit copy to `dest` without the grader, solutions, hidden tests or links;
-    root-owned, readable (not writable) by the group `gid` only."""
+def make_student_kit(trusted_kit: str, dest: str, exclude: list[str]) -> None:
+    """Copy the grader's kit copy to `dest` without the grader, solutions, hidden tests or links.
+    The caller lays the submission over it, then seals it (seal) once."""
     skip = {"autograder", "tools", "solutions", ".git", ".venv"}
     excluded = {os.path.normpath(e) for e in exclude}
     for folder, dirs, names in os.walk(trusted_kit):
@@ -34,7 +34,6 @@ def make_student_kit(trusted_kit: str, dest: str, gid: int | None, exclude: list
             if rel in excluded or not stat.S_ISREG(os.lstat(src).st_mode):
                 continue
             shutil.copyfile(src, os.path.join(dest, rel))
-    seal(dest, gid)
 
 
 def seal(path: str, gid: int | None) -> None:
