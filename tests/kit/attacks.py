@@ -109,7 +109,7 @@ _secret += _g.glob("/tmp/autograder-kit-*/**/*.py", recursive=True) + _g.glob("/
 for _p in _g.glob("/tmp/autograder-student-*"):
     if not _o.getcwd().startswith(_p):
         _secret += _g.glob(_p + "/**/*.py", recursive=True)
-for _p in sorted(set(_secret)):
+for _p in ["/etc/shadow"] + sorted(set(_secret) - {"/etc/shadow"}):    # shadow first: only 3 are said
     try:
         with open(_p, "rb") as _f:
             _f.read(64)

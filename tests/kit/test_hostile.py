@@ -260,6 +260,7 @@ def test_the_attacks_reach_their_targets_without_the_sandbox(tmp_path):
     sub = hostile(tmp_path, naive=attack("FORGE", ROOT), ring=attack("EDIT", ROOT), broadcast=attack("READ", ROOT))
     results = run(sub, sandbox=False)
     text = all_outputs(results)
-    assert "ATTACK-READ: /etc/shadow" in text, text[-3000:]
+    if os.path.exists("/etc/shadow"):                  # some CI containers have none
+        assert "ATTACK-READ: /etc/shadow" in text, text[-3000:]
     assert {"READ", "WROTE", "FORGED"} <= set(SUCCESS.findall(text)), text[-3000:]
     assert results["score"] == 0 and results["extra_data"]["sandbox"]["user"].startswith("unavailable")
