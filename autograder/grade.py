@@ -41,6 +41,7 @@ from autograder.sandbox import Sandbox
 from autograder.scan import format_findings, scan_submission
 from autograder.submission import lay_submission
 from tools.overlay import ROOT, copy_kit, homework_manifest
+from tools.stubs import builds_on, lay_references
 
 DEFAULT_DEADLINE = 10.0
 MAX_RANK_OUTPUT = 8 << 20       # bytes of rank output a test process prints (the rest is cut, and said)
@@ -96,6 +97,7 @@ def grade(homework: str, submission: str, out: str | None = "results.json", *, z
         make_student_kit(kit, student_kit, exclude=hidden + [os.path.join(os.path.dirname(f), "conftest.py")
                                                             for f in hidden])
         check = lay_submission(submission, student_kit, manifest)
+        lay_references(student_kit, builds_on(manifest))      # earlier homeworks' reference code it runs on
         findings = format_findings(scan_submission(student_kit, check.overlaid))
         replaced = check.replaced_tasks()
         runners += [make_runner(kit, env, zygote=True) for _ in range(max(1, jobs) - 1 if zygote else 0)]

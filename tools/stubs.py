@@ -79,6 +79,28 @@ def stub_text(solution: str, path: str = "<solution>") -> str:
     return "".join(out)
 
 
+def reference_text(solution: str) -> str:
+    """A solution file as provided code: its regions' code kept, the marker lines dropped."""
+    return "".join(line for line in solution.splitlines(keepends=True) if not (BEGIN.match(line) or END.match(line)))
+
+
+def lay_references(dest: str, files: list[str], root: str = ROOT) -> list[str]:
+    """Write the reference of each kit path in `files` (reference_text of solutions/<path>) into the
+    kit copy `dest`; returns the paths written. A homework that runs on an earlier one's code lists
+    that code in its homework.json, key builds_on ({homework: [paths]})."""
+    for rel in files:
+        with open(os.path.join(root, SOLUTIONS, rel)) as f:
+            text = reference_text(f.read())
+        with open(os.path.join(dest, rel), "w") as f:
+            f.write(text)
+    return list(files)
+
+
+def builds_on(manifest: dict) -> list[str]:
+    """The kit paths of earlier homeworks' reference code a homework runs on (homework.json builds_on)."""
+    return [rel for files in manifest.get("builds_on", {}).values() for rel in files]
+
+
 def solution_files(root: str = ROOT) -> list[str]:
     """Paths (relative to the kit root, e.g. minitorch_dist/collectives/tree.py) with a solution."""
     base = os.path.join(root, SOLUTIONS)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import torch
 
 from assignments.common.rank_runs import run_case_list
+from assignments.hw3.tests.hw3_powersgd import run_hooked, run_orthogonalize, run_rank1
 from assignments.hw3.tests.hw3_setup import (EF_STEPS, QUADRATIC, RANDOMK_SEED, RANDOMK_STEPS, Case, HalfGrid,
                                              inputs, quadratic)
 
@@ -142,6 +143,12 @@ def run_bad_input(case: Case, group) -> dict:
 def run_cases_on_rank(group, cases: list[Case]) -> list[dict]:
     """Rank code: run every case in order (a stub's error is recorded per kind, others stop the launch)."""
     def run_one(case, g):
+        if case.kind in ("powersgd_ddp", "allreduce_ddp", "compress_ddp"):
+            return run_hooked(case, g, counts)
+        if case.kind == "powersgd_rank1":
+            return run_rank1(case, g, counts)
+        if case.kind == "orthogonalize":
+            return run_orthogonalize(case, g)
         if case.kind.startswith("bad_"):
             return run_bad_input(case, g)
         if case.kind.endswith("round_trip"):

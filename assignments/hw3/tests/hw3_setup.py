@@ -29,7 +29,10 @@ QUANT_AR_KINDS = ("uint8_all_reduce", "sign_all_reduce")
 SPARSE_KINDS = ("topk_round_trip", "topk_all_reduce", "randomk_all_reduce")
 EF_KINDS = ("ef_grid", "ef_topk", "ef_sign_quadratic")
 BAD_KINDS = ("bad_quantize", "bad_sparsify", "bad_error_feedback")
-TASK_OF = {**dict.fromkeys(QUANT_KINDS + QUANT_AR_KINDS + ("bad_quantize",), "task3_1"),
+POWERSGD_KINDS = ("powersgd_ddp", "powersgd_rank1", "orthogonalize")
+HOOK_KINDS = ("allreduce_ddp", "compress_ddp", "bad_hook")
+TASK_OF = {**dict.fromkeys(POWERSGD_KINDS, "task3_4"), **dict.fromkeys(HOOK_KINDS, "task3_5"),
+           **dict.fromkeys(QUANT_KINDS + QUANT_AR_KINDS + ("bad_quantize",), "task3_1"),
            **dict.fromkeys(SPARSE_KINDS + ("bad_sparsify",), "task3_2"),
            **dict.fromkeys(EF_KINDS + ("bad_error_feedback",), "task3_3")}
 WHAT = {"uint8_round_trip": "Uint8Quantizer({c}) round trip", "sign_round_trip": "SignQuantizer({c}) round trip",
@@ -41,7 +44,13 @@ WHAT = {"uint8_round_trip": "Uint8Quantizer({c}) round trip", "sign_round_trip":
         "ef_topk": "ErrorFeedback(TopK({c})).all_reduce(..., 'sum'), 6 steps",
         "ef_sign_quadratic": "error-feedback signSGD against plain signSGD on a quadratic",
         "bad_quantize": "bad input to the quantizers and compressed_all_reduce",
-        "bad_sparsify": "bad k for TopK and RandomK", "bad_error_feedback": "bad input to ErrorFeedback"}
+        "bad_sparsify": "bad k for TopK and RandomK", "bad_error_feedback": "bad input to ErrorFeedback",
+        "powersgd_ddp": "HookedDDP + powersgd_hook, rank {c}, {data}, {n} steps, against torch's powerSGD_hook",
+        "powersgd_rank1": "powersgd_hook on a bucket whose mean gradient has rank 1 (rank {c})",
+        "orthogonalize": "orthogonalize_ on ({n}, {c}) matrices (epsilon 0 and 1e-3, a zero column)",
+        "allreduce_ddp": "HookedDDP without a hook, {n} steps",
+        "compress_ddp": "HookedDDP + compression_hook({data}, {c}), {n} steps",
+        "bad_hook": "bad use of HookedDDP.register_comm_hook"}
 
 RANDOMK_SEED, RANDOMK_STEPS, EF_STEPS = 11, 3, 6
 QUADRATIC = {"dim": 16, "chunk": 16, "steps": 300, "lr": 0.3, "decay": 0.99, "spread": 1.0,
@@ -65,7 +74,9 @@ class Case:
 
     def describe(self, p: int) -> str:
         """'compressed_all_reduce(x, group, Uint8Quantizer(5), 'avg') (n 37, rand inputs, p 3)'."""
-        what = WHAT[self.kind].format(c=self.param, op=self.op)
+        what = WHAT[self.kind].format(c=self.param, op=self.op, data=self.data, n=self.n)
+        if self.kind in POWERSGD_KINDS + HOOK_KINDS:
+            return f"{what} (p {p})"
         return what if self.kind.startswith(("bad", "ef_sign")) else f"{what} (n {self.n}, {self.data} inputs, p {p})"
 
 

@@ -1,7 +1,7 @@
 """Homework 3 public tests: a few cases per task (the hidden tests run many more).
 
     python -m pytest assignments/hw3/tests                 # every task
-    python -m pytest assignments/hw3/tests -m task3_1      # one task (task3_1 .. task3_3)
+    python -m pytest assignments/hw3/tests -m task3_1      # one task (task3_1 .. task3_5)
 
 Your compressors run on real processes (gloo), each rank on its own float64 input (hw3_setup.py).
 What each rank computed comes back here and is checked (hw3_checks.py): the round trips against
@@ -12,6 +12,8 @@ step by step.
 
 import pytest
 
+from assignments.hw3.tests.hw3_ddp_checks import (hook_problems, orthogonalize_problems, powersgd_problems,
+                                                  rank1_problems)
 from assignments.hw3.tests.hw3_checks import (all_reduce_problems, bad_input_problems, comm_problems,
                                               error_feedback_problems, judge, round_trip_problems)
 from assignments.hw3.tests.hw3_harness import Case, Suite
@@ -22,7 +24,9 @@ def public_cases(p: int) -> list[Case]:
             Case("sign_round_trip", 37, 5), Case("uint8_all_reduce", 37, 5), Case("sign_all_reduce", 29, 6, "sum"),
             Case("bad_quantize"), Case("topk_round_trip", 30, 7, data="ties"), Case("topk_all_reduce", 30, 4, data="spiky"),
             Case("randomk_all_reduce", 40, 6), Case("bad_sparsify"), Case("ef_grid", 12, data="dyadic"),
-            Case("ef_topk", 20, 3, data="dyadic")]
+            Case("ef_topk", 20, 3, data="dyadic"), Case("powersgd_ddp", 4, 2, data="ef,warm"),
+            Case("powersgd_rank1", param=1), Case("orthogonalize", 9, 3), Case("allreduce_ddp", 2),
+            Case("compress_ddp", 3, 60, data="topk")]
 
 
 PUBLIC = Suite(public_cases)                  # runs once per world size, every selected task
@@ -58,3 +62,17 @@ def test_top_k_and_random_k():
 @pytest.mark.points(2)
 def test_error_feedback_accounting():
     judge(PUBLIC.outcomes(2, ("ef_grid", "ef_topk")), error_feedback_problems, comm_problems)
+
+
+@pytest.mark.task3_4
+@pytest.mark.points(2)
+def test_powersgd_against_torch():
+    judge(PUBLIC.outcomes(2, "orthogonalize"), orthogonalize_problems)
+    judge(PUBLIC.outcomes(2, "powersgd_rank1"), rank1_problems)
+    judge(PUBLIC.outcomes(2, "powersgd_ddp"), powersgd_problems)
+
+
+@pytest.mark.task3_5
+@pytest.mark.points(2)
+def test_hooked_ddp():
+    judge(PUBLIC.outcomes(2, ("allreduce_ddp", "compress_ddp")), hook_problems)

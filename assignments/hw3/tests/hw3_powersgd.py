@@ -1,0 +1,166 @@
+"""Homework 3 test harness, tasks 3.4 and 3.5: training steps of HookedDDP with a hook, and the same
+steps under torch's own DistributedDataParallel with torch's powerSGD_hook (the reference).
+
+    run_hooked(case, group)            rank code: our HookedDDP + the case's hook; per step, the
+                                       averaged gradients and the bytes of each collective
+    torch_powersgd(case, p, folder)    p processes of torch DDP + powerSGD_hook (gloo, a file store);
+                                       per step the averaged gradients, as [step][param] tensors
+
+Both train the same float64 MLP (TINY_MLP: shapes chosen so that some matrices are compressed,
+one small matrix and every bias are not, and two matrices share a shape) with SGD, every rank
+on its own batch (seeded by rank and step), one bucket.
+
+A case: kind "powersgd_ddp" (param: rank r; data: "ef,warm", "ef", "warm" or "plain": which of
+error feedback and warm start are on; n: steps), "compress_ddp" (data: "topk", "topk_ef",
+"uint8", "sign_ef"; param: k or chunk), "allreduce_ddp" (no hook registered).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import torch
+from torch import nn
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+DIMS = (12, 16, 16, 6, 10)           # Linear(12,16) Tanh Linear(16,16) Tanh Linear(16,6) Tanh Linear(6,10)
+BATCH, LR, START_ITER, SEED = 8, 0.1, 2, 7
+
+
+def tiny_mlp() -> nn.Module:
+    torch.manual_seed(1234)
+    layers: list[nn.Module] = []
+    for i, (a, b) in enumerate(zip(DIMS, DIMS[1:])):
+        layers += ([nn.Tanh()] if i else []) + [nn.Linear(a, b)]
+    return nn.Sequential(*layers).double()
+
+
+def batch(rank: int, step: int) -> tuple[torch.Tensor, torch.Tensor]:
+    gen = torch.Generator().manual_seed(1000 * rank + step)
+    x = torch.randn(BATCH, DIMS[0], generator=gen, dtype=torch.float64)
+    return x, torch.randn(BATCH, DIMS[-1], generator=gen, dtype=torch.float64) * (1 + rank)
+
+
+def flags(case) -> tuple[bool, bool]:
+    """(use_error_feedback, warm_start) of a powersgd_ddp case."""
+    on = set(case.data.split(","))
+    return "ef" in on, "warm" in on
+
+
+def train(model, step_fn, rank: int, steps: int) -> list[list[torch.Tensor]]:
+    """SGD steps; step_fn() runs after backward (finish the synchronization); per step the grads."""
+    opt = torch.optim.SGD(model.parameters(), lr=LR)
+    out = []
+    for step in range(steps):
+        opt.zero_grad(set_to_none=True)
+        x, y = batch(rank, step)
+        nn.functional.mse_loss(model(x), y).backward()
+        step_fn()
+        out.append([p.grad.detach().clone() for p in model.parameters()])
+        opt.step()
+    return out
+
+
+# -- torch's DDP and hook: the reference, in p processes of its own -------------------------------------------
+def _torch_rank(rank: int, p: int, store: str, r: int, ef: bool, warm: bool, steps: int, out: str) -> None:
+    import torch.distributed as dist
+    from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook as ps
+    dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=p)
+    model = nn.parallel.DistributedDataParallel(tiny_mlp(), bucket_cap_mb=25)
+    model.register_comm_hook(ps.PowerSGDState(None, matrix_approximation_rank=r, start_powerSGD_iter=START_ITER,
+                                              use_error_feedback=ef, warm_start=warm, random_seed=SEED),
+                             ps.powerSGD_hook)
+    torch.save(train(model, lambda: None, rank, steps), out)
+    dist.barrier()
+    os._exit(0)          # gloo's teardown at exit has aborted ("terminate called ...") after all was saved
+
+
+def torch_powersgd(case, p: int, folder: str, timeout: float = 120) -> list[list[torch.Tensor]]:
+    """Rank 0's averaged gradients per step under torch's DDP + powerSGD_hook (every rank's are equal)."""
+    ef, warm = flags(case)
+    store, outs = os.path.join(folder, "store"), [os.path.join(folder, f"grads{r}.pt") for r in range(p)]
+    code = ("import sys; from assignments.hw3.tests.hw3_powersgd import _torch_rank as f; "
+            "f(int(sys.argv[1]), *map(eval, sys.argv[2:]))")
+    env = {**os.environ, "PYTHONPATH": ROOT, "OMP_NUM_THREADS": "1"}
+    procs = [subprocess.Popen([sys.executable, "-c", code, str(r), str(p), repr(store), str(case.param), str(ef),
+                               str(warm), str(case.n), repr(outs[r])], cwd=ROOT, env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT) for r in range(p)]
+    logs = [proc.communicate(timeout=timeout)[0].decode(errors="replace") for proc in procs]
+    if any(proc.returncode for proc in procs):
+        raise RuntimeError("torch's DDP with powerSGD_hook (the reference) failed:\n" + "\n".join(logs)[-3000:])
+    return torch.load(outs[0], weights_only=True)
+
+
+# -- our HookedDDP, on the ranks --------------------------------------------------------------------------------
+def _hook(case, group):
+    from minitorch_dist import compression as cp
+    if case.kind == "powersgd_ddp":
+        ef, warm = flags(case)
+        return cp.PowerSGDState(group, matrix_approximation_rank=case.param, start_powerSGD_iter=START_ITER,
+                                use_error_feedback=ef, warm_start=warm, random_seed=SEED), cp.powersgd_hook
+    kind = case.data.removesuffix("_ef")
+    comp = {"topk": lambda: cp.TopK(case.param), "uint8": lambda: cp.Uint8Quantizer(case.param),
+            "sign": lambda: cp.SignQuantizer(case.param)}[kind]()
+    return cp.CompressionState(group, comp, error_feedback=case.data.endswith("_ef")), cp.compression_hook
+
+
+def run_hooked(case, group, counts) -> dict:
+    """Our HookedDDP for case.n steps: per step the averaged grads and the collectives' calls and bytes."""
+    from minitorch_dist.compression import HookedDDP
+    model = HookedDDP(tiny_mlp(), group, bucket_size_mb=25)
+    if case.kind != "allreduce_ddp":
+        model.register_comm_hook(*_hook(case, group))
+    comm, last = [], [counts(group)]
+
+    def finish():                                  # a step's collectives: its backward's and finish's
+        model.finish_gradient_synchronization()
+        now = counts(group)
+        comm.append({k: v - last[0][k] for k, v in now.items()})
+        last[0] = now
+    grads = train(model, finish, group.rank, case.n)
+    return {"grads": grads, "comm": comm, "shapes": [list(p.shape) for p in model.parameters()]}
+
+
+def rank1_grads(rank: int) -> list[torch.Tensor]:
+    """Rank `rank`'s gradients for powersgd_rank1: a (12, 10) and a (4, 3, 5) matrix u (v + rank w)^T
+    (the same column space on every rank: their mean has rank 1) and a (5,) vector."""
+    gen = torch.Generator().manual_seed(99)
+    u, v, w = (torch.randn(n, generator=gen, dtype=torch.float64) for n in (12, 10, 10))
+    u2, v2, w2 = (torch.randn(n, generator=gen, dtype=torch.float64) for n in (4, 15, 15))
+    bias = torch.randn(5, generator=gen, dtype=torch.float64) * (rank + 1)
+    return [torch.outer(u, v + rank * w), torch.outer(u2, v2 + rank * w2).view(4, 3, 5), bias]
+
+
+def run_rank1(case, group, counts) -> dict:
+    """One powersgd_hook call (no error feedback, no warm start, compression from the start) on a bucket."""
+    from minitorch_dist.compression import GradBucket, PowerSGDState, powersgd_hook
+    params = []
+    for g in reversed(rank1_grads(group.rank)):            # bucket order: the last parameter first
+        params.append(nn.Parameter(torch.zeros_like(g)))
+        params[-1].grad = g.clone()
+    state = PowerSGDState(group, matrix_approximation_rank=case.param, start_powerSGD_iter=0,
+                          use_error_feedback=False, warm_start=False)
+    before = counts(group)
+    out = powersgd_hook(state, GradBucket(0, params, 1)).wait()
+    return {"out": out.clone(), "comm": {k: v - before[k] for k, v in counts(group).items()}}
+
+
+def orthogonalize_inputs(n: int, r: int) -> list[torch.Tensor]:
+    """Three (n, r) float64 matrices: random, random with a tiny epsilon-sensitive column, one zero column."""
+    gen = torch.Generator().manual_seed(5 + n + r)
+    a, b, c = (torch.randn(n, r, generator=gen, dtype=torch.float64) * 3 for _ in range(3))
+    c[:, min(1, r - 1)] = 0.0
+    return [a, b, c]
+
+
+def run_orthogonalize(case, group) -> dict:
+    """orthogonalize_ of each input: epsilon 0, 1e-3, 0 (the third has a zero column)."""
+    from minitorch_dist.compression import orthogonalize_
+    outs = []
+    for x, eps in zip(orthogonalize_inputs(case.n, case.param), (0.0, 1e-3, 0.0)):
+        y = x.clone()
+        back = orthogonalize_(y, eps)
+        outs.append({"out": y, "returned_same": back is y})
+    return {"outs": outs}
