@@ -3,6 +3,7 @@
     python -m tools.release OUTDIR                        # every homework, lectures executed
     python -m tools.release OUTDIR --homework hw1         # only assignments/hw1 (repeatable)
     python -m tools.release OUTDIR --no-execute-lectures  # ship lectures as they are in the kit
+    python -m tools.release OUTDIR --homework hw3 --reference hw2   # hw3 runs on hw2's BucketedDDP
 
 What ships: the kit's files as tools.overlay.kit_files lists them (git's tracked and
 untracked-unignored files: commit or ignore work in progress first), with the package as
@@ -19,8 +20,11 @@ student version (`nbgrader generate_assignment` in a temporary course folder: so
 cells cleared, hidden tests removed); a notebook that does not exist yet is skipped with a
 warning. Lecture notebooks (lectures/**/*.ipynb) ship with their outputs, executed at
 release time under the solutions overlay (the lectures call the reference algorithms).
-Finally the copy is scanned for solution markers and solution lines; any hit fails the
-release and nothing is written.
+A homework that runs on an earlier one's code (homework.json builds_on: hw3 on hw2's
+BucketedDDP) gets that reference code with --reference <earlier hw>, an instructor's choice once
+the earlier homework is due; without it the stubs stay and the release warns. Finally the copy is
+scanned for solution markers and solution lines; any hit fails the release and nothing is
+written. A provided reference file may hold its homework's solution lines and no other's.
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ import sys
 import tempfile
 
 from tools.overlay import ROOT, copy_kit, homework_manifest, overlay
-from tools.stubs import BEGIN, END, SOLUTIONS, drifted, solution_files
+from tools.stubs import BEGIN, END, SOLUTIONS, drifted, lay_provided, solution_files
 
 INSTRUCTOR_ONLY = ("solutions", "autograder", "tools", os.path.join("tests", "kit"), ".ci")
 MARKERS = ("BEGIN SOLUTION", "END SOLUTION", "BEGIN HIDDEN TESTS", "END HIDDEN TESTS", "BEGIN MARK SCHEME")
@@ -54,17 +58,20 @@ def homeworks(root: str = ROOT) -> list[str]:
     return sorted(d for d in os.listdir(base) if os.path.exists(os.path.join(base, d, "homework.json")))
 
 
-def solution_regions(root: str = ROOT) -> list[list[str]]:
-    """The telling lines (is_telling) of every solution region, stripped, in order."""
+def solution_regions(root: str = ROOT, leave_out: str | None = None) -> list[list[str]]:
+    """The telling lines (is_telling) of every solution region, stripped, in order (but those of the
+    homework `leave_out`, e.g. "hw2": its regions are marked "(HW2 task ...)")."""
     regions = []
     for rel in solution_files(root):
         current = None
         with open(os.path.join(root, SOLUTIONS, rel)) as f:
             for line in f:
-                if BEGIN.match(line):
-                    current = []
+                begin = BEGIN.match(line)
+                if begin:
+                    current = None if leave_out and begin.group("hw").lower() == leave_out.lower() else []
                 elif END.match(line):
-                    regions.append(current)
+                    if current is not None:
+                        regions.append(current)
                     current = None
                 elif current is not None and is_telling(line):
                     current.append(line.strip())
@@ -163,10 +170,10 @@ def readable_text(path: str) -> str:
         return text
 
 
-def leak_index(root: str = ROOT) -> tuple[set[str], set[tuple[str, str]]]:
-    """(long telling lines, pairs of telling lines in a row) of every solution region: what
-    leaks_in_text looks for. Build it once to scan many files."""
-    regions = solution_regions(root)
+def leak_index(root: str = ROOT, leave_out: str | None = None) -> tuple[set[str], set[tuple[str, str]]]:
+    """(long telling lines, pairs of telling lines in a row) of every solution region (but those of the
+    homework `leave_out`): what leaks_in_text looks for. Build it once to scan many files."""
+    regions = solution_regions(root, leave_out)
     long_lines = {line for region in regions for line in region if len(line) >= LONG_LINE}
     pairs = {pair for region in regions for pair in zip(region, region[1:])}
     return long_lines, pairs
@@ -188,18 +195,25 @@ def leaks_in_text(text: str, root: str = ROOT, index: tuple | None = None) -> li
     return [f"marker {m!r}" for m in MARKERS if m in text] + [f"solution text {t!r}" for t in sorted(found)]
 
 
-def find_leaks(folder: str, root: str = ROOT) -> list[str]:
-    """'path: what' for every solution marker or solution text (leaks_in_text) under `folder`."""
-    leaks, index = [], leak_index(root)
+def find_leaks(folder: str, root: str = ROOT, provided: dict[str, str] | None = None) -> list[str]:
+    """'path: what' for every solution marker or solution text (leaks_in_text) under `folder`.
+
+    `provided`: {kit path: homework} of the reference code shipped for a later homework (builds_on,
+    --reference): such a file may hold that (due) homework's solutions and no other's; every other
+    file is scanned for every solution, those included.
+    """
+    leaks, index, provided = [], leak_index(root), provided or {}
     for path in sorted(glob.glob(os.path.join(folder, "**", "*"), recursive=True)):
         if path.endswith(SCANNED) and os.path.isfile(path):
             rel = os.path.relpath(path, folder)
-            leaks += [f"{rel}: {what}" for what in leaks_in_text(readable_text(path), root, index)]
+            own = leak_index(root, leave_out=provided[rel]) if rel in provided else index
+            leaks += [f"{rel}: {what}" for what in leaks_in_text(readable_text(path), root, own)]
     return leaks
 
 
 def release(outdir: str, selected: list[str] | None = None, execute_lectures: bool = True,
-            lecture_timeout: float = 600, root: str = ROOT, log=print, executed: dict | None = None) -> dict:
+            lecture_timeout: float = 600, root: str = ROOT, log=print, executed: dict | None = None,
+            references: list[str] = ()) -> dict:
     """Write the student copy to `outdir` (must not exist or be empty); returns what was done.
 
     `executed`: {lecture path relative to the kit: notebook} of lectures already run under the
@@ -226,6 +240,8 @@ def release(outdir: str, selected: list[str] | None = None, execute_lectures: bo
         dropped = list(INSTRUCTOR_ONLY) + [os.path.join("assignments", hw) for hw in known if hw not in selected]
         for rel in dropped:                                # 2. minus instructor-only paths
             shutil.rmtree(os.path.join(build, rel), ignore_errors=True)
+        provided = lay_provided(build, selected, list(references), root, log)   # 2b. earlier homeworks' code
+        report["provided"] = provided
         for hw in selected:                                # 3. nbgrader student notebooks
             nb_rel = homework_manifest(hw, root).get("notebook")
             if not nb_rel:
@@ -243,7 +259,7 @@ def release(outdir: str, selected: list[str] | None = None, execute_lectures: bo
             log(f"tools.release: executing {len(lectures)} lecture notebook(s) under the solutions overlay")
             _execute_lectures(lectures, build, root, lecture_timeout, executed or {})
         report["lectures"] = lectures
-        leaks = find_leaks(build, root)                    # 5. nothing secret
+        leaks = find_leaks(build, root, provided)          # 5. nothing secret
         if leaks:
             raise ReleaseError("the release would leak solutions:\n  " + "\n  ".join(leaks[:20]))
         if os.path.exists(outdir):
@@ -260,10 +276,14 @@ def main(argv=None) -> int:
     parser.add_argument("--homework", action="append", help="release only this homework (repeatable)")
     parser.add_argument("--no-execute-lectures", action="store_true",
                         help="ship lecture notebooks as they are instead of executing them")
+    parser.add_argument("--reference", action="append", default=[], metavar="HW",
+                        help="ship HW's reference code that a selected homework builds on (homework.json "
+                             "builds_on), once HW is due (repeatable)")
     parser.add_argument("--lecture-timeout", type=float, default=600, help="seconds per lecture cell")
     args = parser.parse_args(argv)
     try:
-        report = release(args.outdir, args.homework, not args.no_execute_lectures, args.lecture_timeout)
+        report = release(args.outdir, args.homework, not args.no_execute_lectures, args.lecture_timeout,
+                         references=args.reference)
     except ReleaseError as exc:
         print(f"tools.release: {exc}", file=sys.stderr)
         return 1

@@ -25,6 +25,8 @@ import os
 import re
 import sys
 
+from tools.overlay import homework_manifest
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SOLUTIONS = "solutions"
 BEGIN = re.compile(r"^(?P<indent>\s*)# BEGIN SOLUTION\s+\((?P<hw>HW\d+) task (?P<task>[\w.]+)\)\s*$")
@@ -94,6 +96,21 @@ def lay_references(dest: str, files: list[str], root: str = ROOT) -> list[str]:
         with open(os.path.join(dest, rel), "w") as f:
             f.write(text)
     return list(files)
+
+
+def lay_provided(build: str, selected: list[str], references: list[str], root: str, log) -> dict[str, str]:
+    """Lay into `build` the earlier homeworks' reference code the selected ones build on, for the
+    homeworks named in `references` (those already due); warn about the others.
+    Returns {kit path laid: the homework it comes from}."""
+    laid = {}
+    for hw in selected:
+        for earlier, files in homework_manifest(hw, root).get("builds_on", {}).items():
+            if earlier in references:
+                laid.update(dict.fromkeys(lay_references(build, files, root), earlier))
+            else:
+                log(f"tools.release: WARNING: {hw} runs on {earlier}'s {', '.join(files)}; the copy holds the stubs "
+                    f"(students need their own {earlier}). Once {earlier} is due, add --reference {earlier}.")
+    return laid
 
 
 def builds_on(manifest: dict) -> list[str]:

@@ -2,11 +2,11 @@
 
 Against torch's own DistributedDataParallel + powerSGD_hook on the same float64 MLP, batches, rank
 and seed (hw3_powersgd.py): every step's averaged gradients within 1e-9, at p 2 (rank 2 with error
-feedback and warm start, rank 1 without warm start, rank 2 with neither) and p 3 (rank 3, where
-torch orthogonalizes by QR: the same subspace; rank 1 with warm start only), 4-5 steps, compression
-from step 2. Bytes: the dense bucket before, then plain elements + (n + m) r per compressed matrix,
-in at most three all-reduces. A bucket whose mean gradient has rank 1 (a (12, 10) matrix, a
-(4, 3, 5) one and a vector) comes back exactly at p 1-3. orthogonalize_ is Gram-Schmidt in place.
+feedback and warm start, rank 1 with neither) and p 3 (rank 3 with both, where torch orthogonalizes
+by QR: the same subspace), 4 steps, compression from step 2 (each case is one run of torch, about
+5-10 s). Bytes: the dense bucket before, then plain elements + (n + m) r per compressed matrix,
+in at most three all-reduces. A bucket whose mean gradient has rank r (a (12, 10) matrix, a
+(4, 3, 5) one and a vector) comes back exactly from PowerSGD of rank r (1 and 2) at p 1-3. orthogonalize_ is Gram-Schmidt in place.
 """
 
 import pytest

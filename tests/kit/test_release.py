@@ -203,3 +203,27 @@ def test_release_refuses_drifted_stubs_and_a_full_outdir(tmp_path):
     with pytest.raises(rel.ReleaseError, match="not empty"):
         rel.release(str(tmp_path / "full"), log=lambda *a: None)
     assert not (tmp_path / "out").exists()
+
+
+def test_an_earlier_homeworks_reference_ships_only_where_builds_on_allows_it(tmp_path):
+    """hw3 builds on hw2's BucketedDDP: with --reference hw2 the release holds its reference (no markers)
+    at that path and nowhere else; the file may hold hw2's solution lines and no other homework's."""
+    from tools.stubs import builds_on, lay_provided
+    files = builds_on(homework_manifest("hw3"))
+    assert files == ["minitorch_dist/data_parallel/bucketed.py"]
+    os.makedirs(tmp_path / "minitorch_dist" / "data_parallel")
+    warned = []
+    assert lay_provided(str(tmp_path), ["hw3"], [], ROOT, warned.append) == {} and "--reference hw2" in warned[0]
+    provided = lay_provided(str(tmp_path), ["hw3"], ["hw2"], ROOT, warned.append)
+    assert provided == {files[0]: "hw2"}
+    text = (tmp_path / files[0]).read_text()
+    assert "BEGIN SOLUTION" not in text and "self._pending" in text
+    assert rel.find_leaks(str(tmp_path), provided=provided) == []
+    assert any(leak.startswith(files[0]) for leak in rel.find_leaks(str(tmp_path)))     # not declared: a leak
+    (tmp_path / "copy.py").write_text(text)                                              # elsewhere: a leak
+    assert any(leak.startswith("copy.py:") for leak in rel.find_leaks(str(tmp_path), provided=provided))
+    os.remove(tmp_path / "copy.py")
+    other = next(r for r in rel.solution_regions(ROOT, leave_out="hw2") if len(r) >= 2)
+    with open(tmp_path / files[0], "a") as f:                                            # another homework's
+        f.write(f"\ndef planted():\n    {other[0]}\n    {other[1]}\n")
+    assert any(leak.startswith(files[0]) for leak in rel.find_leaks(str(tmp_path), provided=provided))

@@ -123,21 +123,22 @@ def run_hooked(case, group, counts) -> dict:
     return {"grads": grads, "comm": comm, "shapes": [list(p.shape) for p in model.parameters()]}
 
 
-def rank1_grads(rank: int) -> list[torch.Tensor]:
-    """Rank `rank`'s gradients for powersgd_rank1: a (12, 10) and a (4, 3, 5) matrix u (v + rank w)^T
-    (the same column space on every rank: their mean has rank 1) and a (5,) vector."""
+def rank1_grads(rank: int, r: int = 1) -> list[torch.Tensor]:
+    """Rank `rank`'s gradients for powersgd_rank1: a (12, 10) and a (4, 3, 5) matrix U (V + rank W)^T
+    with U of r columns (the same column space on every rank: their mean has rank r) and a (5,) vector."""
     gen = torch.Generator().manual_seed(99)
-    u, v, w = (torch.randn(n, generator=gen, dtype=torch.float64) for n in (12, 10, 10))
-    u2, v2, w2 = (torch.randn(n, generator=gen, dtype=torch.float64) for n in (4, 15, 15))
+    u, v, w = (torch.randn(n, r, generator=gen, dtype=torch.float64) for n in (12, 10, 10))
+    u2, v2, w2 = (torch.randn(n, r, generator=gen, dtype=torch.float64) for n in (4, 15, 15))
     bias = torch.randn(5, generator=gen, dtype=torch.float64) * (rank + 1)
-    return [torch.outer(u, v + rank * w), torch.outer(u2, v2 + rank * w2).view(4, 3, 5), bias]
+    return [u @ (v + rank * w).T, (u2 @ (v2 + rank * w2).T).view(4, 3, 5), bias]
 
 
 def run_rank1(case, group, counts) -> dict:
-    """One powersgd_hook call (no error feedback, no warm start, compression from the start) on a bucket."""
+    """One powersgd_hook call of rank case.param (no error feedback, no warm start, compression from the
+    start) on a bucket whose mean gradient has that rank."""
     from minitorch_dist.compression import GradBucket, PowerSGDState, powersgd_hook
     params = []
-    for g in reversed(rank1_grads(group.rank)):            # bucket order: the last parameter first
+    for g in reversed(rank1_grads(group.rank, case.param)):            # bucket order: the last parameter first
         params.append(nn.Parameter(torch.zeros_like(g)))
         params[-1].grad = g.clone()
     state = PowerSGDState(group, matrix_approximation_rank=case.param, start_powerSGD_iter=0,

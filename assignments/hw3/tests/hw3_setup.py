@@ -46,7 +46,7 @@ WHAT = {"uint8_round_trip": "Uint8Quantizer({c}) round trip", "sign_round_trip":
         "bad_quantize": "bad input to the quantizers and compressed_all_reduce",
         "bad_sparsify": "bad k for TopK and RandomK", "bad_error_feedback": "bad input to ErrorFeedback",
         "powersgd_ddp": "HookedDDP + powersgd_hook, rank {c}, {data}, {n} steps, against torch's powerSGD_hook",
-        "powersgd_rank1": "powersgd_hook on a bucket whose mean gradient has rank 1 (rank {c})",
+        "powersgd_rank1": "powersgd_hook of rank {c} on a bucket whose mean gradient has rank {c}",
         "orthogonalize": "orthogonalize_ on ({n}, {c}) matrices (epsilon 0 and 1e-3, a zero column)",
         "allreduce_ddp": "HookedDDP without a hook, {n} steps",
         "compress_ddp": "HookedDDP + compression_hook({data}, {c}), {n} steps",
