@@ -64,3 +64,4 @@ HOOKED_DDP = [Case("allreduce_ddp", 3), Case("compress_ddp", 4, 60, data="topk")
               Case("compress_ddp", 4, 45, data="topk_ef"), Case("compress_ddp", 3, 50, data="uint8")]
 POWERSGD = Suite(lambda p: POWERSGD_DDP.get(p, []) + POWERSGD_PARTS)
 HOOKS = Suite(lambda p: list(HOOKED_DDP))
+TRAINING = Suite(lambda p: [Case("char_training", 60, data=d) for d in ("powersgd", "topk_ef", "topk")])

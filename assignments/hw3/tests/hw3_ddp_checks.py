@@ -24,6 +24,7 @@ from assignments.hw3.tests.hw3_harness import Outcome
 from assignments.hw3.tests.hw3_powersgd import (DIMS, LR, START_ITER, batch, orthogonalize_inputs, rank1_grads,
                                                 tiny_mlp, torch_powersgd)
 from assignments.hw3.tests.hw3_setup import payload_bytes
+from assignments.hw3.tests.hw3_training import CHAR, uncompressed_losses
 
 TORCH_TOL, RANK1_TOL = 1e-9, 1e-10
 
@@ -191,4 +192,25 @@ def hook_problems(o: Outcome) -> list[str]:
     return problems
 
 
-__all__ = ["powersgd_problems", "rank1_problems", "orthogonalize_problems", "hook_problems", "DIMS"]
+_UNCOMPRESSED: list = []
+
+
+def training_problems(o: Outcome) -> list[str]:
+    """The loss claims of hw3_training (the last 5 steps' mean against uncompressed training's)."""
+    if o.error is not None:
+        return [o.error]
+    if not _UNCOMPRESSED:
+        _UNCOMPRESSED.extend(uncompressed_losses())
+    ref = sum(_UNCOMPRESSED[-5:]) / 5
+    got = sum(o.ranks[0]["losses"][-5:]) / 5
+    how, margin = CHAR["claims"][o.case.data]
+    ok = got <= ref + margin if how == "at most" else got >= ref + margin
+    if ok:
+        return []
+    return [f"the mean loss of the last 5 of {CHAR['steps']} steps is {got:.4f}; uncompressed training ends at "
+            f"{ref:.4f}, and {o.case.data} should end {how} {margin} above it"
+            + (" (top-k without error feedback drops 99.9% of every gradient for good: it must lag)"
+               if how == "at least" else "")]
+
+
+__all__ = ["training_problems", "powersgd_problems", "rank1_problems", "orthogonalize_problems", "hook_problems", "DIMS"]

@@ -8,6 +8,7 @@ import torch
 
 from assignments.common.rank_runs import run_case_list
 from assignments.hw3.tests.hw3_powersgd import run_hooked, run_orthogonalize, run_rank1
+from assignments.hw3.tests.hw3_training import run_char_training
 from assignments.hw3.tests.hw3_setup import (EF_STEPS, QUADRATIC, RANDOMK_SEED, RANDOMK_STEPS, Case, HalfGrid,
                                              inputs, quadratic)
 
@@ -145,6 +146,8 @@ def run_cases_on_rank(group, cases: list[Case]) -> list[dict]:
     def run_one(case, g):
         if case.kind in ("powersgd_ddp", "allreduce_ddp", "compress_ddp"):
             return run_hooked(case, g, counts)
+        if case.kind == "char_training":
+            return run_char_training(case, g)
         if case.kind == "powersgd_rank1":
             return run_rank1(case, g, counts)
         if case.kind == "orthogonalize":

@@ -30,7 +30,7 @@ SPARSE_KINDS = ("topk_round_trip", "topk_all_reduce", "randomk_all_reduce")
 EF_KINDS = ("ef_grid", "ef_topk", "ef_sign_quadratic")
 BAD_KINDS = ("bad_quantize", "bad_sparsify", "bad_error_feedback")
 POWERSGD_KINDS = ("powersgd_ddp", "powersgd_rank1", "orthogonalize")
-HOOK_KINDS = ("allreduce_ddp", "compress_ddp", "bad_hook")
+HOOK_KINDS = ("allreduce_ddp", "compress_ddp", "char_training")
 TASK_OF = {**dict.fromkeys(POWERSGD_KINDS, "task3_4"), **dict.fromkeys(HOOK_KINDS, "task3_5"),
            **dict.fromkeys(QUANT_KINDS + QUANT_AR_KINDS + ("bad_quantize",), "task3_1"),
            **dict.fromkeys(SPARSE_KINDS + ("bad_sparsify",), "task3_2"),
@@ -50,7 +50,7 @@ WHAT = {"uint8_round_trip": "Uint8Quantizer({c}) round trip", "sign_round_trip":
         "orthogonalize": "orthogonalize_ on ({n}, {c}) matrices (epsilon 0 and 1e-3, a zero column)",
         "allreduce_ddp": "HookedDDP without a hook, {n} steps",
         "compress_ddp": "HookedDDP + compression_hook({data}, {c}), {n} steps",
-        "bad_hook": "bad use of HookedDDP.register_comm_hook"}
+        "char_training": "CharTransformer, HookedDDP + {data}, {n} SGD steps, against uncompressed training"}
 
 RANDOMK_SEED, RANDOMK_STEPS, EF_STEPS = 11, 3, 6
 QUADRATIC = {"dim": 16, "chunk": 16, "steps": 300, "lr": 0.3, "decay": 0.99, "spread": 1.0,
