@@ -1,0 +1,78 @@
+"""The Gradescope upload (tools/gradescope.py): what the zip holds, and a grading run in Gradescope's
+folder layout under a temporary root (AUTOGRADER_ROOT): unpack into source/, run setup.sh, put a
+submission in submission/, run run_autograder, read results/results.json.
+
+setup.sh runs for real but finds a venv already there (a link to the kit's, so pip only confirms
+every requirement): installing torch from nothing takes minutes and is what scripts/setup.sh, which
+CI runs, already does.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import zipfile
+
+import pytest
+
+from tools import gradescope
+from tools.overlay import ROOT, homework_manifest
+
+
+@pytest.fixture(scope="module")
+def hw3_zip(tmp_path_factory):
+    out = tmp_path_factory.mktemp("upload") / "gradescope-hw3.zip"
+    info = gradescope.build("hw3", str(out))
+    return str(out), info
+
+
+def test_the_upload_holds_the_grader_of_one_homework_and_no_solution(hw3_zip):
+    path, info = hw3_zip
+    with zipfile.ZipFile(path) as z:
+        names = set(z.namelist())
+        modes = {i.filename: i.external_attr >> 16 for i in z.infolist()}
+        reqs = z.read("requirements.txt").decode().split()
+    assert {"setup.sh", "run_autograder", "requirements.txt"} <= names
+    assert modes["setup.sh"] & 0o111 and modes["run_autograder"] & 0o111
+    assert reqs[0] == "torch==2.13.0" and "pytest" in reqs and any(r.startswith("mpi4py") for r in reqs)
+    assert "autograder/grade.py" in names and "autograder/hw3/test_powersgd.py" in names
+    assert "minitorch_dist/compression/powersgd.py" in names and "assignments/hw3/tests/hw3_ranks.py" in names
+    assert not any(n.startswith(("autograder/hw1/", "assignments/hw1/", "tests/", "lectures/", ".git")) for n in names)
+    solutions = sorted(n for n in names if n.startswith("solutions/"))
+    assert solutions == ["solutions/" + rel for rel in homework_manifest("hw3")["builds_on"]["hw2"]], solutions
+    assert info["provided"] == homework_manifest("hw3")["builds_on"]["hw2"]
+    with zipfile.ZipFile(path) as z:                               # the student's files are the stubs
+        assert "BEGIN YOUR CODE" in z.read("minitorch_dist/compression/powersgd.py").decode()
+
+
+def test_unknown_homework_is_a_clear_error(tmp_path, capsys):
+    assert gradescope.main(["hw9", "--out", str(tmp_path / "x.zip")]) == 1
+    assert "unknown homework 'hw9'" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_setup_and_run_autograder_in_gradescopes_layout(hw3_zip, tmp_path):
+    path, _ = hw3_zip
+    root = tmp_path / "autograder"
+    source, submission = root / "source", root / "submission"
+    with zipfile.ZipFile(path) as z:
+        z.extractall(source)
+    for name in ("setup.sh", "run_autograder"):
+        os.chmod(source / name, 0o755)                             # extractall drops the modes, as unzip keeps them
+    os.symlink(os.path.join(ROOT, ".venv"), source / ".venv")
+    env = dict(os.environ, AUTOGRADER_ROOT=str(root))
+    setup = subprocess.run(["bash", str(source / "setup.sh")], env=env, capture_output=True, text=True, timeout=600)
+    assert setup.returncode == 0 and "autograder ready" in setup.stdout, setup.stdout + setup.stderr
+    submission.mkdir()
+    for rel in homework_manifest("hw3")["editable"]:               # a correct student: the reference files
+        shutil.copy(os.path.join(ROOT, "solutions", rel), submission / os.path.basename(rel))
+    env["AUTOGRADER_ARGS"] = r"--only 3\.3 --jobs 2"
+    run = subprocess.run([str(source / "run_autograder")], env=env, capture_output=True, text=True, timeout=600)
+    results = json.loads((root / "results" / "results.json").read_text())
+    graded = [t for t in results["tests"] if t["max_score"] > 0]
+    assert run.returncode == 0 and graded, run.stdout[-3000:] + run.stderr[-3000:]
+    assert results["score"] == sum(t["max_score"] for t in graded), [t["output"] for t in graded]
+    assert all("3.3" in t["name"] for t in graded)

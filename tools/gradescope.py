@@ -1,0 +1,134 @@
+"""Build a homework's Gradescope autograder upload (the zip of "Configure Autograder").
+
+    python -m tools.gradescope hw1                        # writes gradescope-hw1.zip
+    python -m tools.gradescope hw3 --out /tmp/hw3.zip
+
+Gradescope unpacks the zip into /autograder/source, runs `setup.sh` once when it builds the image
+(Ubuntu; as root), then `run_autograder` for every submission, which finds the student's files in
+/autograder/submission and must leave /autograder/results/results.json.
+
+What the zip holds: setup.sh, run_autograder, requirements.txt (torch pinned, from its CPU index,
+and what the grader needs) and the part of the kit that grades this homework: the package with
+its stubs (minitorch_dist/), the grader (autograder/ with only this homework's hidden tests),
+assignments/common and assignments/<hw> (harness and public tests), the tools the grader imports,
+pyproject.toml. Not in it: solutions/ (but the reference files the homework builds on, homework.json
+builds_on, which the grader lays under the student's code), other homeworks, the kit's own tests,
+lectures, .git. The zip is checked for solution text (tools.release's leak scan) before it is written.
+
+setup.sh makes /autograder/source/.venv (python3 -m venv; apt-get installs python3-venv when it is
+missing) and installs requirements.txt into it. AUTOGRADER_ROOT (default /autograder) moves the
+whole layout, which is how tests run it in a temporary folder.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import tempfile
+import tomllib
+import zipfile
+
+from tools.overlay import ROOT, homework_manifest, kit_files
+from tools.release import find_leaks, homeworks
+from tools.stubs import SOLUTIONS, builds_on
+
+TOOLS_NEEDED = ("tools/__init__.py", "tools/overlay.py", "tools/intake.py", "tools/stubs.py")
+TORCH_INDEX = "https://download.pytorch.org/whl/cpu"     # the CPU build: no CUDA packages (several GB)
+
+SETUP = r"""#!/usr/bin/env bash
+# Gradescope: build the grader's environment once (as root, on Ubuntu).
+set -euo pipefail
+ROOT="${AUTOGRADER_ROOT:-/autograder}"
+cd "$ROOT/source"
+if ! python3 -m venv --help >/dev/null 2>&1 || ! python3 -c "import ensurepip" >/dev/null 2>&1; then
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3 python3-venv python3-pip
+fi
+if [ ! -x .venv/bin/python ]; then
+  python3 -m venv .venv
+fi
+.venv/bin/python -m pip install --quiet --extra-index-url "__TORCH_INDEX__" -r requirements.txt
+.venv/bin/python -c "import torch, mpi4py, pytest; print('autograder ready: torch', torch.__version__)"
+"""
+
+RUN = r"""#!/usr/bin/env bash
+# Gradescope: grade the submission in $ROOT/submission, write $ROOT/results/results.json.
+set -uo pipefail
+ROOT="${AUTOGRADER_ROOT:-/autograder}"
+mkdir -p "$ROOT/results"
+cd "$ROOT/source"
+exec .venv/bin/python -m autograder.grade __HW__ "$ROOT/submission" --out "$ROOT/results/results.json" \
+    ${AUTOGRADER_ARGS:-}
+"""
+
+
+def requirements(root: str = ROOT) -> list[str]:
+    """torch (pinned) first, then the package's dependencies and the grader's (pytest, mpi4py, ...)."""
+    with open(os.path.join(root, "pyproject.toml"), "rb") as f:
+        project = tomllib.load(f)["project"]
+    grader = ["pytest", "pytest-timeout", "psutil", "mpi4py>=4.0", "mpich"]
+    deps = [d for d in project["dependencies"] if not d.startswith("torch")]
+    torch = [d for d in project["dependencies"] if d.startswith("torch")]
+    return torch + deps + [g for g in grader if g not in deps]
+
+
+def upload_files(hw: str, root: str = ROOT) -> list[str]:
+    """The kit paths that go into the upload of `hw` (see the module docstring)."""
+    others = [h for h in homeworks(root) if h != hw]
+    dropped = tuple(f"{top}/{h}/" for h in others for top in ("assignments", "autograder"))
+    keep = ("minitorch_dist/", "autograder/", "assignments/")
+    return [rel for rel in kit_files(root)
+            if (rel.startswith(keep) and not rel.startswith(dropped) and not rel.startswith("autograder/mutants/"))
+            or rel in TOOLS_NEEDED or rel == "pyproject.toml"]
+
+
+def build(hw: str, out: str, root: str = ROOT) -> dict:
+    """Write the upload zip of `hw` to `out`; returns {"files": n, "provided": [paths], "bytes": size}."""
+    homework_manifest(hw, root)                                   # a clear error for an unknown homework
+    with tempfile.TemporaryDirectory(prefix="gradescope-") as tmp:
+        files = upload_files(hw, root)
+        for rel in files:
+            os.makedirs(os.path.dirname(os.path.join(tmp, rel)) or tmp, exist_ok=True)
+            shutil.copy2(os.path.join(root, rel), os.path.join(tmp, rel))
+        provided = builds_on(homework_manifest(hw, root))
+        for rel in provided:                                      # the grader reads them from solutions/
+            dest = os.path.join(tmp, SOLUTIONS, rel)
+            os.makedirs(os.path.dirname(dest), exist_ok=True)
+            shutil.copy2(os.path.join(root, SOLUTIONS, rel), dest)
+        leaks = [leak for leak in find_leaks(tmp, root)        # the grader's tools name the markers
+                 if not leak.startswith(SOLUTIONS + "/") and not (leak.startswith("tools/") and ": marker " in leak)]
+        if leaks:
+            raise RuntimeError("the upload would leak solutions:\n  " + "\n  ".join(leaks[:20]))
+        scripts = {"setup.sh": SETUP.replace("__TORCH_INDEX__", TORCH_INDEX),
+                   "run_autograder": RUN.replace("__HW__", hw),
+                   "requirements.txt": "\n".join(requirements(root)) + "\n"}
+        with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as z:
+            for name, text in scripts.items():
+                info = zipfile.ZipInfo(name)
+                info.external_attr = (0o755 if name != "requirements.txt" else 0o644) << 16
+                info.compress_type = zipfile.ZIP_DEFLATED
+                z.writestr(info, text)
+            for rel in files + [os.path.join(SOLUTIONS, p) for p in provided]:
+                z.write(os.path.join(tmp, rel), rel)
+    return {"files": len(files) + len(provided), "provided": provided, "bytes": os.path.getsize(out)}
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("homework", help="hw1, hw2, ...")
+    parser.add_argument("--out", help="the zip to write (default gradescope-<hw>.zip)")
+    args = parser.parse_args(argv)
+    out = args.out or f"gradescope-{args.homework}.zip"
+    try:
+        info = build(args.homework, out)
+    except (ValueError, RuntimeError) as exc:
+        print(f"tools.gradescope: {exc}", file=sys.stderr)
+        return 1
+    print(f"tools.gradescope: wrote {out} ({info['files']} files, {info['bytes'] / 2**20:.1f} MB); upload it "
+          "under Configure Autograder (Ubuntu base image)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
