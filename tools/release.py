@@ -14,8 +14,8 @@ its solution), EXCEPT the instructor-only paths:
     tools/        stubs, overlay, release   tests/kit/    tests of those tools
     .ci/          CI entry point (runs the instructor test suite)
 
-and except assignments/<hw>/ of homeworks not selected with --homework. Each selected
-homework's nbgrader source notebook (homework.json "notebook") is replaced by nbgrader's
+and except assignments/<hw>/ of homeworks not selected with --homework; README.md is the students'
+(tools/student_readme.py). Each selected homework's nbgrader notebook (homework.json "notebook") is nbgrader's
 student version (`nbgrader generate_assignment` in a temporary course folder: solution
 cells cleared, hidden tests removed); a notebook that does not exist yet is skipped with a
 warning. Lecture notebooks (lectures/**/*.ipynb) ship with their outputs, executed at
@@ -40,6 +40,7 @@ import tempfile
 
 from tools.overlay import ROOT, copy_kit, homework_manifest, overlay
 from tools.stubs import BEGIN, END, SOLUTIONS, drifted, lay_provided, solution_files
+from tools.student_readme import student_readme
 
 INSTRUCTOR_ONLY = ("solutions", "autograder", "tools", os.path.join("tests", "kit"), ".ci")
 MARKERS = ("BEGIN SOLUTION", "END SOLUTION", "BEGIN HIDDEN TESTS", "END HIDDEN TESTS", "BEGIN MARK SCHEME")
@@ -240,7 +241,9 @@ def release(outdir: str, selected: list[str] | None = None, execute_lectures: bo
         dropped = list(INSTRUCTOR_ONLY) + [os.path.join("assignments", hw) for hw in known if hw not in selected]
         for rel in dropped:                                # 2. minus instructor-only paths
             shutil.rmtree(os.path.join(build, rel), ignore_errors=True)
-        provided = lay_provided(build, selected, list(references), root, log)   # 2b. earlier homeworks' code
+        with open(os.path.join(build, "README.md"), "w") as f:     # 2b. the students' README
+            f.write(student_readme(selected, root))
+        provided = lay_provided(build, selected, list(references), root, log)   # 2c. earlier homeworks' code
         report["provided"] = provided
         for hw in selected:                                # 3. nbgrader student notebooks
             nb_rel = homework_manifest(hw, root).get("notebook")

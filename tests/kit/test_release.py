@@ -227,3 +227,25 @@ def test_an_earlier_homeworks_reference_ships_only_where_builds_on_allows_it(tmp
     with open(tmp_path / files[0], "a") as f:                                            # another homework's
         f.write(f"\ndef planted():\n    {other[0]}\n    {other[1]}\n")
     assert any(leak.startswith(files[0]) for leak in rel.find_leaks(str(tmp_path), provided=provided))
+
+
+def test_the_students_readme_names_only_what_their_copy_runs(released):
+    """No instructor command; every file a command names is in the copy; every command uses the venv."""
+    folder, report = released
+    with open(os.path.join(folder, "README.md")) as f:
+        text = f.read()
+    for word in ("tools.", "autograder", "solutions/", "tests/kit"):
+        assert word not in text, word
+    commands = [line.split("#")[0].strip() for line in text.splitlines() if line.startswith((".venv/", "bash "))]
+    assert commands and all(c.startswith((".venv/bin/", "bash scripts/")) for c in commands), commands
+    for cmd in commands:
+        words = cmd.split()
+        for w in words[1:]:
+            if w.endswith((".py", ".ipynb", ".sh")) or w.startswith("assignments/"):
+                assert os.path.exists(os.path.join(folder, w)), (w, cmd)
+        if "-m" in words:
+            module = words[words.index("-m") + 1]
+            if module.startswith("minitorch_dist"):
+                assert os.path.exists(os.path.join(folder, *module.split(".")) + ".py"), cmd
+    for hw in report["homeworks"]:
+        assert f".venv/bin/python -m minitorch_dist.submit {hw}" in text
