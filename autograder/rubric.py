@@ -15,6 +15,7 @@ on mpi for every algorithm) gives each task the points of its own cases.
 from __future__ import annotations
 
 import math
+import re
 
 from autograder.collect import task_name
 from autograder.jobs import task_order
@@ -43,7 +44,7 @@ def rubric_tests(tests: list[GradedTest], manifest: dict, rubric: dict) -> list[
     minor = set(rubric.get("minor", ()))
     entries = []
     for task, points in sorted(task_points(tests, minor).items(), key=lambda kv: _number(kv[0])):
-        failing, visibility = {}, "visible"
+        failing, visibility, first = {}, "visible", ""
         for t in tests:
             mine = [c for c in t.cases if t.case_tasks.get(c) == task]
             if not mine or t.function.rsplit("::", 1)[-1] in minor:
@@ -53,6 +54,7 @@ def rubric_tests(tests: list[GradedTest], manifest: dict, rubric: dict) -> list[
             lost = [c for c in mine if t.outcomes.get(c, {}).get("outcome") != "passed"]
             if lost:
                 failing[t.name.rsplit(": ", 1)[-1]] = (len(lost), len(mine))
+                first = first or _reason(str(t.outcomes.get(lost[0], {}).get("message") or ""))
         extra = math.ceil(points / 3 - 1e-9)
         entry = GradedTest(function=f"rubric::{task}", name=f"{task_name(manifest, task)}: {ENTRY}",
                            points=float(extra), limit=0.0, visibility=visibility, cases=[f"rubric::{task}"],
@@ -60,12 +62,19 @@ def rubric_tests(tests: list[GradedTest], manifest: dict, rubric: dict) -> list[
         if failing:
             which = ", ".join(f"{name} ({n} of {m} cases)" for name, (n, m) in failing.items())
             message = (f"{len(failing)} test(s) of this task lost points: {which}. This entry (at least 25% of the "
-                       f"task's points) is earned when every case of the task passes; see those tests' feedback.")
+                       f"task's points) is earned when every case of the task passes; see those tests' feedback."
+                       + (f"\nThe first reason: {first[:300]}" if first else ""))
             entry.outcomes = {entry.cases[0]: {"outcome": "failed", "message": message}}
         else:
             entry.outcomes = {entry.cases[0]: {"outcome": "passed", "message": ""}}
         entries.append(entry)
     return sorted(tests + entries, key=task_order)       # each entry after its task's tests
+
+
+def _reason(message: str) -> str:
+    """The first line of a failure message that says something (not "2 of 7 cases failed:")."""
+    lines = [line.strip() for line in message.splitlines() if line.strip()]
+    return next((line for line in lines if not re.fullmatch(r"\d+ of \d+ cases failed:?", line)), "")
 
 
 def _number(task: str) -> tuple[int, ...]:

@@ -1,0 +1,126 @@
+"""Grade seeded bugs with the real grader and weigh what each loses against its task.
+
+Each bug is laid over the solutions in a temporary folder and graded by a GradingSession of its
+homework (one grader's copy, one zygote per job, for all the bugs) on the cases of its task only:
+every test function that has a case of the task, each run on those cases. Points are counted as the
+whole grading counts them (a case is worth its function's points / its function's cases, plus the
+rubric's "every case of the task passes" entry), so the share lost is the share a student loses.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import re
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass, field
+
+from autograder.mutants.patches import Bug, PatchError, make_submission
+from autograder.results import GradedTest
+from autograder.rubric import task_points
+
+FAIR_SHARE = 0.25          # every caught bug must cost at least this share of its task's points
+
+
+@dataclass
+class Verdict:
+    """What one bug cost: points lost of its task's, the tests that caught it, the first message."""
+
+    bug: Bug
+    task_max: float = 0.0
+    lost: float = 0.0
+    caught_by: list[tuple[str, int, int]] = field(default_factory=list)     # (test, failed cases, cases)
+    message: str = ""
+    seconds: float = 0.0
+    error: str = ""                                                         # the bug file did not apply
+
+    @property
+    def caught(self) -> bool:
+        return bool(self.caught_by)
+
+    @property
+    def share(self) -> float:
+        return self.lost / self.task_max if self.task_max else 0.0
+
+
+def task_tests(session, marker: str, hidden_only: bool = False) -> list[GradedTest]:
+    """Copies of the session's tests restricted to the cases of task `marker` (task1_4)."""
+    out = []
+    for t in session.tests:
+        mine = [c for c in t.cases if t.case_tasks.get(c) == marker]
+        if mine and not (hidden_only and t.visibility == "visible"):
+            t = copy.deepcopy(t)
+            t.per_case = t.points / len(t.cases)            # what a case is worth in a whole grading
+            t.cases = mine
+            out.append(t)
+    return out
+
+
+def grade_bug(session, bug: Bug, hidden_only: bool = False, stop_at_first_failure: bool = False) -> Verdict:
+    """Grade `bug` on its task's tests in `session` (see module doc)."""
+    verdict = Verdict(bug)
+    t0 = time.monotonic()
+    tests = task_tests(session, bug.marker, hidden_only)
+    rubric = session.rubric or {}
+    total = task_points(session.tests, set(rubric.get("minor", ()))).get(bug.marker, 0.0)
+    extra = math.ceil(total / 3 - 1e-9) if rubric.get("all_cases") else 0
+    verdict.task_max = total + extra
+    folder = tempfile.mkdtemp(prefix=f"mutant-{bug.name}-")
+    try:
+        make_submission(bug, folder)
+        session.grade(folder, tests=tests, stop_at_first_failure=stop_at_first_failure, show=False)
+    except PatchError as exc:
+        verdict.error = str(exc)
+        return verdict
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    for t in tests:
+        failed = [c for c in t.cases if t.outcomes.get(c, {}).get("outcome") != "passed"
+                  and t.outcomes.get(c, {}).get("message") != "not run (an earlier test failed)"]
+        if not failed:
+            continue
+        verdict.lost += t.per_case * len(failed)
+        verdict.caught_by.append((t.name.rsplit(": ", 1)[-1], len(failed), len(t.cases)))
+        if not verdict.message:
+            verdict.message = first_message(t, failed[0])
+    if verdict.caught:
+        verdict.lost += extra
+    verdict.seconds = time.monotonic() - t0
+    return verdict
+
+
+def first_message(test: GradedTest, nodeid: str) -> str:
+    """The first lines of feedback a student reads for the failing case `nodeid` (or the test's notes)."""
+    message = str(test.outcomes.get(nodeid, {}).get("message") or "")
+    if message in ("", "did not finish (see below)") and test.notes:
+        message = test.notes[0]
+    lines = [line for line in message.strip().splitlines() if not re.fullmatch(r"\d+ of \d+ cases failed:?", line)]
+    return "\n".join(lines)
+
+
+def table(verdicts: list[Verdict], width: int = 110) -> str:
+    """The mutation table: one row per bug, then the bugs that are missed or cost less than FAIR_SHARE."""
+    rows = [f"{'bug':<34} {'task':>4} {'lost':>13}  {'caught by (failed/cases)':<48} first message",
+            "-" * (width + 60)]
+    for v in verdicts:
+        if v.error:
+            rows.append(f"{v.bug.name:<34} {v.bug.task:>4} {'ERROR':>13}  {v.error}")
+            continue
+        lost = f"{v.lost:g}/{v.task_max:g} {v.share:4.0%}"
+        caught = ", ".join(f"{name} {n}/{m}" for name, n, m in v.caught_by) or "MISSED"
+        first = v.message.splitlines()[0] if v.message else ""
+        rows.append(f"{v.bug.name:<34} {v.bug.task:>4} {lost:>13}  {_cut(caught, 48):<48} {_cut(first, width - 50)}")
+    rows.append("-" * (width + 60))
+    missed = [v.bug.name for v in verdicts if not v.error and not v.caught]
+    cheap = [v.bug.name for v in verdicts if v.caught and v.share < FAIR_SHARE]
+    broken = [v.bug.name for v in verdicts if v.error]
+    rows.append(f"{len(verdicts)} bugs: {sum(v.caught for v in verdicts)} caught, missed: {', '.join(missed) or 'none'}; "
+                f"caught for less than {FAIR_SHARE:.0%} of the task: {', '.join(cheap) or 'none'}"
+                + (f"; did not apply: {', '.join(broken)}" if broken else ""))
+    return "\n".join(rows)
+
+
+def _cut(text: str, n: int) -> str:
+    return text if len(text) <= n else text[:n - 3] + "..."
