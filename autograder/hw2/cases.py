@@ -56,7 +56,8 @@ def gossip_cases(p: int) -> list[Case]:
     """ring_gossip_ one step; push-sum one step from steps 0, 1, 2; D-PSGD and SGP 3 steps each."""
     m = max(1, (p - 1).bit_length())
     cases = [Case("ring_gossip", tag="ring"), Case("dpsgd", "mlp", batch=16, steps=3, lr=0.2, tag="formula"),
-             Case("sgp", "mlp", batch=16, steps=3, lr=0.2, tag="formula")]
+             Case("sgp", "mlp", batch=16, steps=3, lr=0.2, tag="formula"),
+             Case("sgp", "mlp", batch=16, steps=3, lr=0.2, seed=2, tag="formula")]   # weights not 1: z != x
     cases += [Case("push_sum", steps=1, start=k, seed=2 * (k % 2), tag="step") for k in range(3)]
     cases += [Case("push_sum", steps=m, start=1, tag="mean"), Case("push_sum", steps=m, start=0, tag="mean"),
               Case("push_sum", steps=3 * m, seed=1, tag="consensus")]

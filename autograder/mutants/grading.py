@@ -70,7 +70,10 @@ def grade_bug(session, bug: Bug, hidden_only: bool = False, stop_at_first_failur
     folder = tempfile.mkdtemp(prefix=f"mutant-{bug.name}-")
     try:
         make_submission(bug, folder)
-        session.grade(folder, tests=tests, stop_at_first_failure=stop_at_first_failure, show=False)
+        results = session.grade(folder, tests=tests, stop_at_first_failure=stop_at_first_failure, show=False)
+        if results["tests"][0]["status"] != "passed":             # the patched file did not compile
+            verdict.error = "the submission check failed: " + results["tests"][0]["output"].strip()[:300]
+            return verdict
     except PatchError as exc:
         verdict.error = str(exc)
         return verdict
@@ -108,9 +111,9 @@ def table(verdicts: list[Verdict], width: int = 110) -> str:
         if v.error:
             rows.append(f"{v.bug.name:<34} {v.bug.task:>4} {'ERROR':>13}  {v.error}")
             continue
-        lost = f"{v.lost:g}/{v.task_max:g} {v.share:4.0%}"
+        lost = f"{v.lost:.1f}/{v.task_max:.1f} {v.share:4.0%}"
         caught = ", ".join(f"{name} {n}/{m}" for name, n, m in v.caught_by) or "MISSED"
-        first = v.message.splitlines()[0] if v.message else ""
+        first = " | ".join(line.strip() for line in v.message.splitlines()[:2])
         rows.append(f"{v.bug.name:<34} {v.bug.task:>4} {lost:>13}  {_cut(caught, 48):<48} {_cut(first, width - 50)}")
     rows.append("-" * (width + 60))
     missed = [v.bug.name for v in verdicts if not v.error and not v.caught]

@@ -143,7 +143,19 @@ def how_problems(o: Outcome) -> list[str]:
             if case.kind in ("overlap", "bucketed") and calls >= 2 and starts and min(starts) >= 0:
                 problems.append(f"{where}: every all-reduce started after backward returned; {case.kind} must start "
                                 f"them from the gradient hooks, while backward still runs")
+            elif case.kind in ("overlap", "bucketed") and calls >= 2 and starts and not _in_flight(st):
+                problems.append(f"{where}: each all-reduce started during backward was waited for before backward "
+                                f"went on (every one ended before the next started and before backward returned), "
+                                f"so nothing overlapped; {case.kind} keeps the handles (async_op=True) and waits "
+                                f"for them in finish_gradient_synchronization")
     return problems
+
+
+def _in_flight(step: dict) -> bool:
+    """Some all-reduce started before backward returned was still in flight while backward kept
+    computing: it ended after backward returned, or after another all-reduce started."""
+    starts, ends = step["starts"], step.get("ends") or step["starts"]
+    return any(s < 0 and (e > 0 or any(s < s2 < e for s2 in starts)) for s, e in zip(starts, ends))
 
 
 def ps_traffic_problems(o: Outcome) -> list[str]:

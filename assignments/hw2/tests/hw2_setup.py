@@ -169,6 +169,15 @@ def uses_aux(case: Case, step: int) -> bool:
     return step % 2 == 0
 
 
+def initial_weights(case: Case, p: int) -> list[float]:
+    """Each rank's push-sum weight at the start of an SGP case: 1, or for seed 2 (as after uneven
+    mixing) 1.5 and 0.5 alternating by rank (the last rank 1 when p is odd), so that z = x / w and
+    x differ; they still sum to p."""
+    if case.kind != "sgp" or case.seed != 2:
+        return [1.0] * p
+    return [1.5 if r % 2 == 0 else 0.5 for r in range(p - p % 2)] + [1.0] * (p % 2)
+
+
 def cross_entropy(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     """Mean cross-entropy over every sample (every token for the transformer): the loss_fn of every case."""
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
