@@ -9,7 +9,7 @@ from assignments.hw2.tests.hw2_harness import Case, Suite
 VERSIONS = ("allreduce", "overlap", "bucketed")
 VERSION_TASKS = {"allreduce": "task2_2", "overlap": "task2_3", "bucketed": "task2_4"}
 WORLD_SIZES = (1, 2, 3, 4)
-EDGES = ("frozen", "unused", "accum")
+EDGES = ("frozen", "unused", "accum", "outside")
 EDGE_WORLD_SIZES = (2, 3)
 HOW_WORLD_SIZE = 2
 
@@ -25,12 +25,16 @@ def core_cases(p: int) -> list[Case]:
 
 
 def edge_cases(p: int) -> list[Case]:
-    """A frozen parameter, a parameter unused on odd steps (the tower), 2 micro-batches with no_sync."""
+    """A frozen parameter, a parameter unused on odd steps (the tower), 2 micro-batches with no_sync, and
+    what outside suites check (CS336's DDP tests): ranks from different random weights (a frozen one
+    too), float32 with the real torch.optim.SGD, every gradient in one bucket, a weight tied in the
+    middle of the network, .module and named_parameters(), parameters after every step."""
     cases = []
     for kind in VERSIONS:
         cases += [Case(kind, "mlp", "adamw", edge="frozen", tag="edge:frozen"),
                   Case(kind, "tower", "sgd", edge="unused", bucket_kb=1, tag="edge:unused"),
-                  Case(kind, "transformer", "adamw", edge="accum", steps=2, bucket_kb=16, tag="edge:accum")]
+                  Case(kind, "transformer", "adamw", edge="accum", steps=2, bucket_kb=16, tag="edge:accum"),
+                  Case(kind, "tiedmid", "torchsgd", edge="outside", steps=3, bucket_kb=1024.0, tag="edge:outside")]
     return cases
 
 

@@ -2,7 +2,7 @@
 
     .venv/bin/python -m autograder.mutants hw1                       # every bug of homework 1, a table
     .venv/bin/python -m autograder.mutants hw1 --bug naive_ignores_op --details
-    .venv/bin/python -m autograder.mutants hw2 --jobs 2 --out table.txt
+    .venv/bin/python -m autograder.mutants hw2 --jobs 2 --out table.txt --write-hints
     .venv/bin/python -m autograder.mutants new hw1 NAME --task 1.4 --what "one line" EDITED_FILE...
 
 A bug is one file, autograder/mutants/<homework>/<name>.patch (autograder.mutants.patches). Each is
@@ -20,7 +20,7 @@ import os
 import sys
 
 from autograder.mutants.grading import FAIR_SHARE, grade_bug, table
-from autograder.mutants.patches import PatchError, load_bugs, write_bug
+from autograder.mutants.patches import PatchError, load_bugs, write_bug, write_hint
 from autograder.session import GradingSession
 from tools.overlay import homework_manifest
 
@@ -33,6 +33,8 @@ def run(argv) -> int:
     parser.add_argument("--jobs", type=int, default=2, help="test functions run at once (default %(default)s)")
     parser.add_argument("--details", action="store_true", help="print each bug's whole first message")
     parser.add_argument("--out", help="also write the table to this file")
+    parser.add_argument("--write-hints", action="store_true",
+                        help="record in each caught bug's file the first case that failed (caught_by), which CI runs first")
     args = parser.parse_args(argv)
     try:
         bugs = load_bugs(args.homework, args.bug)
@@ -49,6 +51,10 @@ def run(argv) -> int:
             verdicts.append(v)
             state = "ERROR" if v.error else (f"lost {v.lost:g}/{v.task_max:g}" if v.caught else "MISSED")
             print(f"[{n}/{len(bugs)}] {bug.name} ({bug.task}): {state}, {v.seconds:.1f} s", file=sys.stderr, flush=True)
+    if args.write_hints:
+        for v in verdicts:
+            if v.first_case and v.first_case != v.bug.caught_by:
+                write_hint(v.bug, v.first_case)
     text = table(verdicts)
     if args.details:
         text += "\n" + "\n".join(f"\n== {v.bug.name} ({v.bug.task}): {v.bug.what}\n{v.message or v.error}"

@@ -33,6 +33,8 @@ class Verdict:
     lost: float = 0.0
     caught_by: list[tuple[str, int, int]] = field(default_factory=list)     # (test, failed cases, cases)
     message: str = ""
+    first_case: str = ""            # the failed hidden case quickest to run alone: the bug's caught_by hint
+    _cost: float = float("inf")
     seconds: float = 0.0
     error: str = ""                                                         # the bug file did not apply
 
@@ -58,8 +60,11 @@ def task_tests(session, marker: str, hidden_only: bool = False) -> list[GradedTe
     return out
 
 
-def grade_bug(session, bug: Bug, hidden_only: bool = False, stop_at_first_failure: bool = False) -> Verdict:
-    """Grade `bug` on its task's tests in `session` (see module doc)."""
+def grade_bug(session, bug: Bug, hidden_only: bool = False, stop_at_first_failure: bool = False,
+              hint_first: bool = False) -> Verdict:
+    """Grade `bug` on its task's tests in `session` (see module doc). hint_first: when the bug names
+    the case that caught it (caught_by), run that case alone first and stop if it fails; otherwise
+    (or if it passes) go on with the task's tests."""
     verdict = Verdict(bug)
     t0 = time.monotonic()
     tests = task_tests(session, bug.marker, hidden_only)
@@ -67,18 +72,37 @@ def grade_bug(session, bug: Bug, hidden_only: bool = False, stop_at_first_failur
     total = task_points(session.tests, set(rubric.get("minor", ()))).get(bug.marker, 0.0)
     extra = math.ceil(total / 3 - 1e-9) if rubric.get("all_cases") else 0
     verdict.task_max = total + extra
+    rounds = [tests]
+    if hint_first:
+        hinted = [t for t in tests if bug.caught_by in t.cases]
+        if hinted:
+            first = copy.deepcopy(hinted[0])
+            first.cases = [bug.caught_by]
+            rounds = [[first], tests]
     folder = tempfile.mkdtemp(prefix=f"mutant-{bug.name}-")
     try:
         make_submission(bug, folder)
-        results = session.grade(folder, tests=tests, stop_at_first_failure=stop_at_first_failure, show=False)
-        if results["tests"][0]["status"] != "passed":             # the patched file did not compile
-            verdict.error = "the submission check failed: " + results["tests"][0]["output"].strip()[:300]
-            return verdict
+        for batch in rounds:
+            results = session.grade(folder, tests=batch, stop_at_first_failure=stop_at_first_failure, show=False)
+            if results["tests"][0]["status"] != "passed":             # the patched file did not compile
+                verdict.error = "the submission check failed: " + results["tests"][0]["output"].strip()[:300]
+                return verdict
+            _count(verdict, batch)
+            if verdict.caught:
+                break
     except PatchError as exc:
         verdict.error = str(exc)
         return verdict
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+    if verdict.caught:
+        verdict.lost += extra
+    verdict.seconds = time.monotonic() - t0
+    return verdict
+
+
+def _count(verdict: Verdict, tests: list[GradedTest]) -> None:
+    """Add the failed cases of `tests` to the verdict (cases left unrun by a stop count as nothing)."""
     for t in tests:
         failed = [c for c in t.cases if t.outcomes.get(c, {}).get("outcome") != "passed"
                   and t.outcomes.get(c, {}).get("message") != "not run (an earlier test failed)"]
@@ -88,10 +112,9 @@ def grade_bug(session, bug: Bug, hidden_only: bool = False, stop_at_first_failur
         verdict.caught_by.append((t.name.rsplit(": ", 1)[-1], len(failed), len(t.cases)))
         if not verdict.message:
             verdict.message = first_message(t, failed[0])
-    if verdict.caught:
-        verdict.lost += extra
-    verdict.seconds = time.monotonic() - t0
-    return verdict
+        cost = t.wall / len(t.cases)            # a whole job per case when run alone: prefer the quick tests
+        if t.visibility != "visible" and cost < verdict._cost:
+            verdict.first_case, verdict._cost = failed[0], cost
 
 
 def first_message(test: GradedTest, nodeid: str) -> str:

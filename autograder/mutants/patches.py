@@ -5,11 +5,14 @@ are kit paths, as `diff -u` or `git diff` write them) after a few header lines:
 
     task: 1.4
     what: combines with sum whatever op it is given
+    caught_by: autograder/hw1/test_all_reduce.py::test_naive_all_reduce_dtypes_and_ops[max]
     --- a/minitorch_dist/collectives/all_reduce.py
     +++ b/minitorch_dist/collectives/all_reduce.py
     @@ -31,3 +31,3 @@
     ...
 
+caught_by (optional; `python -m autograder.mutants hw1 --write-hints` fills it in) names the first case
+that failed in the full table: CI tries that case alone first, then the task's other hidden tests.
 `python -m autograder.mutants new hw1 NAME --task 1.4 --what "..." EDITED_FILE...` writes one from
 edited copies of solution files (a student's file, say). A hunk is applied where its old lines are
 found in the file, nearest to the line it names, so unrelated edits of the solutions above it do not
@@ -44,6 +47,7 @@ class Bug:
     task: str
     what: str
     path: str
+    caught_by: str = ""
     files: dict[str, list[tuple[int, list[str], list[str]]]] = field(default_factory=dict)   # kit path -> hunks
 
     @property
@@ -80,12 +84,12 @@ def read_bug(homework: str, path: str) -> Bug:
     i = 0
     while i < len(lines) and not lines[i].startswith("--- "):
         key, sep, value = lines[i].partition(":")
-        if sep and key.strip() in ("task", "what"):
+        if sep and key.strip() in ("task", "what", "caught_by"):
             head[key.strip()] = value.strip()
         i += 1
     if "task" not in head or "what" not in head:
         raise PatchError(f"{path}: the header needs a 'task: N.K' and a 'what: ...' line before the diff")
-    bug = Bug(homework, name, head["task"], head["what"], path)
+    bug = Bug(homework, name, head["task"], head["what"], path, head.get("caught_by", ""))
     target, hunk = None, None
     for line in lines[i:]:
         if line.startswith("--- "):
@@ -104,6 +108,19 @@ def read_bug(homework: str, path: str) -> Bug:
     if not bug.files or not any(bug.files.values()):
         raise PatchError(f"{path}: no diff hunks after the header")
     return bug
+
+
+def write_hint(bug: Bug, nodeid: str) -> None:
+    """Set the bug file's caught_by line to `nodeid` (added after the what line when missing)."""
+    with open(bug.path) as f:
+        lines = f.read().splitlines()
+    head = next(i for i, line in enumerate(lines) if line.startswith("--- "))
+    lines = [line for line in lines[:head] if not line.startswith("caught_by:")] + lines[head:]
+    at = next(i for i, line in enumerate(lines) if line.startswith("what:")) + 1
+    lines.insert(at, f"caught_by: {nodeid}")
+    with open(bug.path, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    bug.caught_by = nodeid
 
 
 def apply_hunks(text: str, hunks, where: str) -> str:

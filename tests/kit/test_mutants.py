@@ -3,7 +3,8 @@ hidden tests catch every one.
 
 The catch check is the cheap form of `python -m autograder.mutants HW`: one grading session per
 homework (one zygote, collected once), each bug graded on the hidden tests of its own task only,
-one test function at a time, stopping at the first that loses points. What each bug costs (the
+one test function at a time, stopping at the first that loses points; the case named in the bug's
+caught_by line (written by `python -m autograder.mutants HW --write-hints`) runs alone first. What each bug costs (the
 25% rule) needs every test of the task: that is the instructor's table, not CI.
 """
 
@@ -59,7 +60,7 @@ def test_hidden_tests_catch_every_bug(hw):
     missed, broken = [], []
     with GradingSession(hw, quiet=True) as session:
         for bug in load_bugs(hw):
-            verdict = grade_bug(session, bug, hidden_only=True, stop_at_first_failure=True)
+            verdict = grade_bug(session, bug, hidden_only=True, stop_at_first_failure=True, hint_first=True)
             if verdict.error:
                 broken.append(f"{bug.name}: {verdict.error}")
             elif not verdict.caught:

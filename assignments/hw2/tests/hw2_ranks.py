@@ -63,12 +63,21 @@ def _dp_step(case: Case, ddp, model, opt, group, step: int) -> dict:
 
 
 def run_dp(case: Case, group) -> dict:
-    model = build_model(case)
+    """A data-parallel run; edge "outside": rank r starts from its own weights (seed r), the wrapper's
+    .module and named_parameters() are reported, and the parameters after every step."""
+    model = build_model(case, seed=group.rank if case.edge == "outside" else 0)
     ddp = _make_dp(case, model, group)
     opt = make_optimizer(case, model)
-    steps = [_dp_step(case, ddp, model, opt, group, s) for s in range(case.steps)]
+    steps, flats = [], []
+    for s in range(case.steps):
+        steps.append(_dp_step(case, ddp, model, opt, group, s))
+        flats.append(flat_all(model))
+    extra = {}
+    if case.edge == "outside":
+        extra = {"flats": flats, "module_is_model": ddp.module is model,
+                 "names": [n for n, _ in ddp.named_parameters()], "model_names": [n for n, _ in model.named_parameters()]}
     return {"params": flat_all(model), "steps": steps, "trainable_bytes": trainable_bytes(model),
-            "n_trainable": sum(1 for p in model.parameters() if p.requires_grad)}
+            "n_trainable": sum(1 for p in model.parameters() if p.requires_grad), **extra}
 
 
 def run_ps(case: Case, group) -> dict:
