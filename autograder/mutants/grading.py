@@ -29,8 +29,9 @@ class Verdict:
     """What one bug cost: points lost of its task's, the tests that caught it, the first message."""
 
     bug: Bug
-    task_max: float = 0.0
+    task_max: float = 0.0            # the task's points: its cases' plus the rubric entry
     lost: float = 0.0
+    entry: float = 0.0               # the rubric entry's points ("every case of the task passes")
     caught_by: list[tuple[str, int, int]] = field(default_factory=list)     # (test, failed cases, cases)
     message: str = ""
     first_case: str = ""            # the failed hidden case quickest to run alone: the bug's caught_by hint
@@ -45,6 +46,12 @@ class Verdict:
     @property
     def share(self) -> float:
         return self.lost / self.task_max if self.task_max else 0.0
+
+    @property
+    def tests_share(self) -> float:
+        """The share lost from the task's test cases alone, without the rubric entry."""
+        tests_max = self.task_max - self.entry
+        return (self.lost - (self.entry if self.caught else 0.0)) / tests_max if tests_max else 0.0
 
 
 def task_tests(session, marker: str, hidden_only: bool = False) -> list[GradedTest]:
@@ -71,7 +78,7 @@ def grade_bug(session, bug: Bug, hidden_only: bool = False, stop_at_first_failur
     rubric = session.rubric or {}
     total = task_points(session.tests, set(rubric.get("minor", ()))).get(bug.marker, 0.0)
     extra = math.ceil(total / 3 - 1e-9) if rubric.get("all_cases") else 0
-    verdict.task_max = total + extra
+    verdict.task_max, verdict.entry = total + extra, extra
     rounds = [tests]
     if hint_first:
         hinted = [t for t in tests if bug.caught_by in t.cases]
@@ -127,17 +134,20 @@ def first_message(test: GradedTest, nodeid: str) -> str:
 
 
 def table(verdicts: list[Verdict], width: int = 110) -> str:
-    """The mutation table: one row per bug, then the bugs that are missed or cost less than FAIR_SHARE."""
-    rows = [f"{'bug':<34} {'task':>4} {'lost':>13}  {'caught by (failed/cases)':<48} first message",
+    """The mutation table: one row per bug, then the bugs that are missed or cost less than FAIR_SHARE.
+    "lost" counts the rubric entry; "cases" is the share lost from the task's test cases alone, which
+    shows the properties the tests weigh lightly."""
+    rows = [f"{'bug':<34} {'task':>4} {'lost (share)':>17} {'cases':>5}  {'caught by (failed/cases)':<48} first message",
             "-" * (width + 60)]
     for v in verdicts:
         if v.error:
-            rows.append(f"{v.bug.name:<34} {v.bug.task:>4} {'ERROR':>13}  {v.error}")
+            rows.append(f"{v.bug.name:<34} {v.bug.task:>4} {'ERROR':>17}  {v.error}")
             continue
-        lost = f"{v.lost:.1f}/{v.task_max:.1f} {v.share:4.0%}"
+        lost = f"{v.lost:.1f}/{v.task_max:.1f} ({v.share:4.0%})"
         caught = ", ".join(f"{name} {n}/{m}" for name, n, m in v.caught_by) or "MISSED"
         first = " | ".join(line.strip() for line in v.message.splitlines()[:2])
-        rows.append(f"{v.bug.name:<34} {v.bug.task:>4} {lost:>13}  {_cut(caught, 48):<48} {_cut(first, width - 50)}")
+        rows.append(f"{v.bug.name:<34} {v.bug.task:>4} {lost:>17} {v.tests_share:5.0%}  {_cut(caught, 48):<48} "
+                    f"{_cut(first, width - 50)}")
     rows.append("-" * (width + 60))
     missed = [v.bug.name for v in verdicts if not v.error and not v.caught]
     cheap = [v.bug.name for v in verdicts if v.caught and v.share < FAIR_SHARE]
