@@ -23,28 +23,11 @@ under one top folder, or flat). Steps:
 from __future__ import annotations
 
 import argparse
-import os
-import re
-import secrets
-import shutil
 import sys
-import tempfile
-import time
 
-from autograder import isolate
-from autograder.collect import DEFAULT_LIMIT, JOB_ENV, collect, test_files
-from autograder.jobs import run_all, task_order
-from autograder.kit_copies import make_student_kit, open_interpreter, protect_secrets, seal
-from autograder.results import results_json, summary_table, write_results
-from autograder.runner import make_runner
-from autograder.sandbox import Sandbox
-from autograder.scan import format_findings, scan_submission
-from autograder.submission import lay_submission
-from tools.overlay import ROOT, copy_kit, homework_manifest
-from tools.stubs import builds_on, lay_references
-
-DEFAULT_DEADLINE = 10.0
-MAX_RANK_OUTPUT = 8 << 20       # bytes of rank output a test process prints (the rest is cut, and said)
+from autograder.collect import DEFAULT_LIMIT
+from autograder.results import write_results
+from autograder.session import DEFAULT_DEADLINE, MAX_RANK_OUTPUT, GradingSession  # noqa: F401 (re-exported)
 
 
 def grade(homework: str, submission: str, out: str | None = "results.json", *, zygote: bool = True,
@@ -57,100 +40,24 @@ def grade(homework: str, submission: str, out: str | None = "results.json", *, z
     sandbox=False runs the rank hosts as this user with no sandbox (debugging); namespaces=False
     grades as in a container that refuses them (Gradescope's Docker may): every other layer stays.
     limits overrides some of sandbox.LIMITS ({"RLIMIT_CPU": 5}: the kit's own tests of a limit).
+    A grading session of one submission (autograder.session); results.json is written after every
+    process of the sandbox uids is gone.
     """
-    t0 = time.monotonic()
-    manifest = homework_manifest(homework)
-    if suites is None:
-        suites = [(manifest["public_tests"], "visible"), (manifest["hidden_tests"], "after_published")]
-        suites = [s for s in suites if os.path.isdir(os.path.join(ROOT, s[0]))]
-    token = secrets.token_hex(8)
-    kit = tempfile.mkdtemp(prefix="autograder-kit-")            # the grader's copy: stubs, hidden tests
-    records = tempfile.mkdtemp(prefix="autograder-run-")        # records and outputs: root only
-    outside = tempfile.mkdtemp(prefix="autograder-student-")    # the student kit and test scratch
-    os.chmod(outside, 0o711)
-    student_kit, scratch_root = os.path.join(outside, "kit"), os.path.join(outside, "scratch")
-    os.makedirs(scratch_root, mode=0o711)
-    os.chmod(scratch_root, 0o711)
-    runners, boxes, layers = [], [], {}
-    check, findings = None, ""
+    session = GradingSession(homework, zygote=zygote, deadline=deadline, limit=limit, suites=suites, quiet=quiet,
+                             jobs=jobs, sandbox=sandbox, namespaces=namespaces, limits=limits)
     try:
-        copy_kit(kit)
-        if sandbox and isolate_root():
-            layers["files"] = protect_secrets(ROOT)
-            opened = open_interpreter()
-            if opened:
-                layers["files"] += f"; search permission given on {', '.join(opened)} so the sandbox can run Python"
-        env = dict(os.environ, PYTHONPATH=kit, PYTHONDONTWRITEBYTECODE="1", **{isolate.TOKEN_VAR: token},
-                   AUTOGRADER_PRELOAD=",".join(manifest.get("preload", [])), **JOB_ENV)
-        env.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")     # c10d's hostname warnings in a network namespace
-        env["MINITORCH_DIST_MAX_OUTPUT"] = str(MAX_RANK_OUTPUT)
-        env["AUTOGRADER_NETNS"] = "1" if sandbox and namespaces and isolate_root() else "0"
-        runners.append(make_runner(kit, env, zygote=zygote))
-        tests, problems = collect(runners[0], kit, manifest, suites, records, limit)
-        if only:
-            everything, tests = tests, [t for t in tests if re.search(only, t.name)]
-            if everything and not tests:
-                raise ValueError(f"--only {only!r} matches none of the {len(everything)} tests; their names look "
-                                 f"like {everything[0].name!r} (the regular expression is searched in them)")
-        tests.sort(key=task_order)
-        hidden = [f for target, vis in suites if vis != "visible" for f in test_files(kit, target)]
-        make_student_kit(kit, student_kit, exclude=hidden + [os.path.join(os.path.dirname(f), "conftest.py")
-                                                            for f in hidden])
-        check = lay_submission(submission, student_kit, manifest)
-        lay_references(student_kit, builds_on(manifest))      # earlier homeworks' reference code it runs on
-        findings = format_findings(scan_submission(student_kit, check.overlaid))
-        replaced = check.replaced_tasks()
-        runners += [make_runner(kit, env, zygote=True) for _ in range(max(1, jobs) - 1 if zygote else 0)]
-        taken: set[int] = set()
-        for _ in runners:                     # a uid per runner; the first one's gid reads the student kit
-            boxes.append(Sandbox.create(kit, student_kit, scratch_root, boxes[0].gid if boxes else None, taken,
-                                        own_user=sandbox, limits=limits))
-        seal(student_kit, boxes[0].gid)
-        layers.update(boxes[0].layers)
-        if boxes[0].uid is not None:
-            layers["files"] = layers.get("files", "") + (
-                "; the student kit copy is root-owned and group-readable, the grader's copy, records and "
-                "results root-only, a private scratch folder per test")
-        else:
-            layers["files"] = "unavailable: no user of its own, so file permissions do not keep it out"
-        run_all(runners, tests, kit, records, deadline, replaced, quiet, boxes, prefixes=(student_kit,))
-        layers["network"] = getattr(runners[0], "network", "unavailable") if namespaces else \
-            "unavailable: switched off (--no-namespaces)"
+        results = session.grade(submission, out=None, only=only, show=False)
     finally:
-        for runner in runners:
-            runner.close()
-        escaped = sum(box.kill_all() for box in boxes)
-        for box in boxes:
-            box.release()
-        left = isolate.sweep(token)
-        for path in (kit, records, outside):
-            shutil.rmtree(path, ignore_errors=True)
-    report = check.report()
-    if left or escaped:
-        report += f"\n\n{len(left) + escaped} process(es) outlived their tests and were killed at the end."
-    check_entry = {"name": "submission check", "score": 0, "max_score": 0,
-                   "status": "passed" if check.ok else "failed",
-                   "output": report, "output_format": "text", "visibility": "visible"}
-    elapsed = time.monotonic() - t0
-    title = f"{manifest['name']} grade of {submission}"
-    results = results_json(tests, check_entry, elapsed, title)
-    results["extra_data"] = {"submission": submission, "swept_at_end": len(left) + escaped,
-                             "runner": "zygote" if zygote else "subprocess", "sandbox": layers,
-                             "collection_problems": problems, "static_scan": findings,
-                             "sandbox_uids": [box.uid for box in boxes if box.uid is not None]}
+        left = session.close()
+    if left:
+        results["extra_data"]["swept_at_end"] += left
+        check = results["tests"][0]
+        check["output"] += f"\n\n{left} process(es) outlived their tests and were killed at the end."
     if out:
         write_results(out, results)
     if not quiet:
-        print(report if not check.ok else f"submission check: ok ({len(check.overlaid)} files)")
-        if problems:
-            print("Problems while collecting the tests:\n" + "\n".join(problems))
-        print(f"static scan of the submission (instructors only):\n{findings}")
-        print(summary_table(tests, title, elapsed))
+        session.print_summary(results)
     return results
-
-
-def isolate_root() -> bool:
-    return os.geteuid() == 0
 
 
 def main(argv=None) -> int:

@@ -126,8 +126,11 @@ def task_order(test: GradedTest) -> tuple:
     return (int(m.group(1)), int(m.group(2))) if m else (999, 0)
 
 
-def run_all(runners, tests, kit, records, deadline, replaced, quiet, boxes=None, prefixes=()) -> None:
-    """Run every test, one per runner at a time; the longest time limits start first."""
+def run_all(runners, tests, kit, records, deadline, replaced, quiet, boxes=None, prefixes=(),
+            stop_at_first_failure=False) -> None:
+    """Run every test, one per runner at a time; the longest time limits start first.
+    stop_at_first_failure: no test starts once one has lost points (those left are not run and
+    count as failed, "not run")."""
     todo = queue.Queue()
     for test in sorted(tests, key=lambda t: -t.limit) if len(runners) > 1 else tests:
         todo.put(test)
@@ -139,6 +142,10 @@ def run_all(runners, tests, kit, records, deadline, replaced, quiet, boxes=None,
                 test = todo.get_nowait()
             except queue.Empty:
                 return
+            if stop_at_first_failure and any(t.passed < len(t.cases) for t in done):
+                test.outcomes = {c: {"outcome": "failed", "message": "not run (an earlier test failed)"}
+                                 for c in test.cases}
+                continue
             run_test(runner, kit, test, records, deadline, replaced, box, prefixes)
             with lock:
                 done.append(test)

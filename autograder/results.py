@@ -26,6 +26,7 @@ class GradedTest:
     limit: float
     visibility: str
     cases: list[str] = field(default_factory=list)
+    case_tasks: dict[str, str | None] = field(default_factory=dict)    # node id -> its task marker (task1_4)
     outcomes: dict[str, dict] = field(default_factory=dict)    # node id -> {"outcome", "message", ...}
     notes: list[str] = field(default_factory=list)             # timeouts, crashes, replaced files
     wall: float = 0.0

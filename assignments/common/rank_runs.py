@@ -49,10 +49,13 @@ class CaseFailed(Exception):
 
 
 def student_frames(exc: BaseException, harness_suffix: str = "_ranks.py") -> str:
-    """The last few frames of the traceback, without the harness and the runtime."""
+    """The last few frames of the traceback, without the harness, the runtime and torch's own frames
+    (module.py, run_backward): what is left points at the student's lines."""
     frames = [f for f in traceback.extract_tb(exc.__traceback__)
               if not f.filename.endswith((harness_suffix, "rank_runs.py"))
-              and "minitorch_dist/runtime" not in f.filename]
+              and "minitorch_dist/runtime" not in f.filename
+              and "/site-packages/" not in f.filename and "/torch/" not in f.filename
+              and not f.filename.startswith("<frozen")]
     return "".join(traceback.format_list(frames[-4:])).rstrip()
 
 

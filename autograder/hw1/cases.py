@@ -11,6 +11,7 @@ WORLD_SIZES = (1, 2, 3, 4, 5, 6, 7, 8)
 VARIANT_WORLD_SIZES = (3, 4)           # dtype and op variants run at these p
 TRAFFIC_WORLD_SIZES = (2, 3, 5, 6, 8)
 MPI_WORLD_SIZE = 3
+LARGE_WORLD_SIZES = (2, 3)             # ring steps with chunks of 2 MiB and more
 VARIANTS = {                            # name -> Case fields
     "float64": {"dtype": "float64"},
     "int32": {"dtype": "int32"},
@@ -27,6 +28,12 @@ VARIANTS = {                            # name -> Case fields
 def big(p: int) -> int:
     """A large n that p does not divide: chunks differ by one element."""
     return 1000 + 7 * p + 3
+
+
+def large(p: int) -> int:
+    """n with chunks of at least 2 MiB of float32: more than the sockets buffer, so a ring step that
+    sends before it receives (instead of sendrecv) waits forever on gloo, as on MPI with large messages."""
+    return p * (1 << 19) + 1
 
 
 def sizes(fn: str, p: int, seed: int, **fields) -> list[Case]:
@@ -95,6 +102,11 @@ def small_cases(p: int) -> list[Case]:
     return [c for c in hidden_cases(p) if c.tag in keep]
 
 
+def large_cases(p: int) -> list[Case]:
+    return [Case(fn, large(p), seed=79, tag="large") for fn in ("reduce_scatter_", "all_gather_")]
+
+
 GLOO = Suite(hidden_cases)
+LARGE = Suite(large_cases)               # its own launch: the other tests do not move these megabytes
 SIM = Suite(small_cases, backend="sim", network=SimNetwork(alpha=1e-5, beta=1e-9))
 MPI = Suite(small_cases, backend="mpi")

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from assignments.common.one_rank import on_one_rank, raises_on_one_rank
-from assignments.hw1.tests.hw1_checks import fail, fit_on_rank, launch_or_fail
+from assignments.hw1.tests.hw1_checks import expect_close, expect_equal, fail, fit_on_rank, launch_or_fail
 from assignments.hw1.tests.hw1_harness import rank_ping_pong
 from assignments.hw1.tests.hw1_ranks import rank_fit_alpha_beta
 from assignments.hw1.tests.hw1_fake_group import rank_fake_ping_pong
@@ -32,7 +32,9 @@ def fake_ping_pong(rank: int, size: int, sizes, **kwargs) -> tuple:
 def test_fit_recovers_exact_parameters(alpha, beta):
     sizes = [0, 1, 2**10, 2**14, 2**18, 2**22, 2**24]
     got = fit_on_rank(sizes, [alpha + n * beta for n in sizes])
-    assert got == (pytest.approx(alpha, rel=1e-9), pytest.approx(beta, rel=1e-9))
+    why = f" on exact times t = alpha + n*beta for sizes {sizes}"
+    expect_close("fit_alpha_beta's alpha", got[0], alpha, 1e-9, why)
+    expect_close("fit_alpha_beta's beta", got[1], beta, 1e-9, why)
 
 
 @pytest.mark.task1_1
@@ -44,8 +46,10 @@ def test_fit_within_5_percent_under_3_percent_noise(seed):
     sizes = np.repeat(np.logspace(0, 7, 15), 5)                   # 1 B .. 10 MB, 5 repeats
     t = (ALPHA + sizes * BETA) * (1 + 0.03 * rng.standard_normal(sizes.size))
     alpha, beta = fit_on_rank(sizes, t)
-    assert alpha == pytest.approx(ALPHA, rel=0.05)
-    assert beta == pytest.approx(BETA, rel=0.05)
+    why = (" with 3% noise on sizes 1 B to 10 MB: weight each row by 1/t so that relative residuals count "
+           "(a plain fit lets the largest messages swamp alpha)")
+    expect_close("fit_alpha_beta's alpha", alpha, ALPHA, 0.05, why)
+    expect_close("fit_alpha_beta's beta", beta, BETA, 0.05, why)
 
 
 @pytest.mark.task1_1
@@ -53,8 +57,9 @@ def test_fit_within_5_percent_under_3_percent_noise(seed):
 def test_fit_clips_a_negative_intercept():
     sizes = np.array([1e4, 1e5, 1e6])
     alpha, beta = fit_on_rank(sizes, sizes * BETA - 1e-8)            # intercept -0.01 us
-    assert alpha == 0.0
-    assert beta == pytest.approx(BETA, rel=0.01)
+    why = " on times whose best line has intercept -1e-08 s: clip alpha at 0 and refit beta through the origin"
+    expect_equal("fit_alpha_beta's alpha", alpha, 0.0, why)
+    expect_close("fit_alpha_beta's beta", beta, BETA, 0.01, why)
 
 
 @pytest.mark.task1_1
@@ -72,23 +77,27 @@ def test_fit_rejects_bad_input(sizes, seconds):
 def test_ping_pong_rank0_measures_one_way_time():
     sizes = [0, 1000, 10**6]
     times, calls = fake_ping_pong(0, 3, sizes, repeats=3, warmup=1, peer=2)
-    assert isinstance(times, dict) and list(times) == sizes, \
-        f"ping_pong must return {{size: seconds}} in the order given, got {times!r}"
+    expect_equal("the sizes rank 0's ping_pong returns (keys of {size: seconds}, in the order given)",
+                 list(times) if isinstance(times, dict) else times, sizes)
     for n in sizes:
-        assert times[n] == pytest.approx(ALPHA + n * BETA), f"one-way time of {n} B"
-    assert calls[:2] == [("send", 2, "torch.uint8", 0), ("recv", 2, "torch.uint8", 0)]
-    assert len(calls) == 2 * 4 * len(sizes), "(warmup + repeats) round trips per size"
+        expect_close(f"rank 0's one-way time of {n} B", times[n], ALPHA + n * BETA, 1e-6,
+                     " (the fake clock charges alpha + n*beta per message: half a round trip)")
+    expect_equal("rank 0's first two calls (send to the peer, then receive from it)", calls[:2],
+                 [("send", 2, "torch.uint8", 0), ("recv", 2, "torch.uint8", 0)])
+    expect_equal("the number of rank 0's sends and receives", len(calls), 2 * 4 * len(sizes),
+                 " ((warmup 1 + repeats 3) round trips per size)")
 
 
 @pytest.mark.task1_1
 @pytest.mark.points(1)
 def test_ping_pong_peer_echoes_and_others_idle():
     times, calls = fake_ping_pong(1, 3, [8, 16], repeats=2, warmup=0)
-    assert times == {}
-    assert calls == [("recv", 0, "torch.uint8", 8), ("send", 0, "torch.uint8", 8)] * 2 + \
-                    [("recv", 0, "torch.uint8", 16), ("send", 0, "torch.uint8", 16)] * 2
+    expect_equal("what the peer's ping_pong returns", times, {})
+    expect_equal("the peer's calls (receive, then send back, per round trip)", calls,
+                 [("recv", 0, "torch.uint8", 8), ("send", 0, "torch.uint8", 8)] * 2 +
+                 [("recv", 0, "torch.uint8", 16), ("send", 0, "torch.uint8", 16)] * 2)
     times, calls = fake_ping_pong(2, 3, [8, 16])
-    assert times == {} and calls == []
+    expect_equal("what rank 2 (not the peer) returns and its calls", (times, calls), ({}, []))
 
 
 @pytest.mark.task1_1

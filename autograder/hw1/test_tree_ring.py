@@ -5,11 +5,11 @@ all_gather and reduce_scatter built on them."""
 import pytest
 
 from assignments.hw1.tests.hw1_checks import judge, result_problems
-from autograder.hw1.cases import GLOO, WORLD_SIZES
+from autograder.hw1.cases import GLOO, LARGE, LARGE_WORLD_SIZES, WORLD_SIZES
 
 
-def check(fns, p, tags=("core", "sizes")):
-    judge([o for fn in fns for tag in tags for o in GLOO.outcomes(p, fn, tag)], result_problems)
+def check(fns, p, tags=("core", "sizes"), suite=GLOO):
+    judge([o for fn in fns for tag in tags for o in suite.outcomes(p, fn, tag)], result_problems)
 
 
 @pytest.mark.task1_2
@@ -54,6 +54,15 @@ def test_all_gather_(p):
 @pytest.mark.parametrize("p", (3, 4))
 def test_reduce_scatter_and_all_gather_dtypes(p):
     check(["reduce_scatter_", "all_gather_"], p, tags=("variant",))
+
+
+@pytest.mark.task1_3
+@pytest.mark.points(2)
+@pytest.mark.parametrize("p", LARGE_WORLD_SIZES)
+def test_reduce_scatter_and_all_gather_large_chunks(p):
+    """Chunks of 2 MiB and more: a step must send and receive at once (sendrecv), or every rank waits
+    in its send for a receive that nobody has posted yet (a deadlock report after the deadline)."""
+    check(["reduce_scatter_", "all_gather_"], p, tags=("large",), suite=LARGE)
 
 
 @pytest.mark.task1_3

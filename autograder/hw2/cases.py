@@ -9,7 +9,7 @@ from assignments.hw2.tests.hw2_harness import Case, Suite
 VERSIONS = ("allreduce", "overlap", "bucketed")
 VERSION_TASKS = {"allreduce": "task2_2", "overlap": "task2_3", "bucketed": "task2_4"}
 WORLD_SIZES = (1, 2, 3, 4)
-EDGES = ("frozen", "unused", "accum")
+EDGES = ("frozen", "unused", "accum", "outside")
 EDGE_WORLD_SIZES = (2, 3)
 HOW_WORLD_SIZE = 2
 
@@ -25,12 +25,16 @@ def core_cases(p: int) -> list[Case]:
 
 
 def edge_cases(p: int) -> list[Case]:
-    """A frozen parameter, a parameter unused on odd steps (the tower), 2 micro-batches with no_sync."""
+    """A frozen parameter, a parameter unused on odd steps (the tower), 2 micro-batches with no_sync, and
+    what outside suites check (CS336's DDP tests): ranks from different random weights (a frozen one
+    too), float32 with the real torch.optim.SGD, every gradient in one bucket, a weight tied in the
+    middle of the network, .module and named_parameters(), parameters after every step."""
     cases = []
     for kind in VERSIONS:
         cases += [Case(kind, "mlp", "adamw", edge="frozen", tag="edge:frozen"),
                   Case(kind, "tower", "sgd", edge="unused", bucket_kb=1, tag="edge:unused"),
-                  Case(kind, "transformer", "adamw", edge="accum", steps=2, bucket_kb=16, tag="edge:accum")]
+                  Case(kind, "transformer", "adamw", edge="accum", steps=2, bucket_kb=16, tag="edge:accum"),
+                  Case(kind, "tiedmid", "torchsgd", edge="outside", steps=3, bucket_kb=1024.0, tag="edge:outside")]
     return cases
 
 
@@ -56,7 +60,8 @@ def gossip_cases(p: int) -> list[Case]:
     """ring_gossip_ one step; push-sum one step from steps 0, 1, 2; D-PSGD and SGP 3 steps each."""
     m = max(1, (p - 1).bit_length())
     cases = [Case("ring_gossip", tag="ring"), Case("dpsgd", "mlp", batch=16, steps=3, lr=0.2, tag="formula"),
-             Case("sgp", "mlp", batch=16, steps=3, lr=0.2, tag="formula")]
+             Case("sgp", "mlp", batch=16, steps=3, lr=0.2, tag="formula"),
+             Case("sgp", "mlp", batch=16, steps=3, lr=0.2, seed=2, tag="formula")]   # weights not 1: z != x
     cases += [Case("push_sum", steps=1, start=k, seed=2 * (k % 2), tag="step") for k in range(3)]
     cases += [Case("push_sum", steps=m, start=1, tag="mean"), Case("push_sum", steps=m, start=0, tag="mean"),
               Case("push_sum", steps=3 * m, seed=1, tag="consensus")]

@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from assignments.hw2.tests.hw2_checks import error_text, fail, how_problems, judge, training_problems
+from assignments.hw2.tests.hw2_checks import error_text, fail, how_problems, judge, outside_problems, training_problems
 from assignments.hw2.tests.hw2_harness import rank_bucketed_rank_dies, try_launch
 from autograder.hw2.cases import (CORE, EDGE, EDGE_WORLD_SIZES, EDGES, HOW, HOW_WORLD_SIZE, SIM, VERSION_TASKS,
                                   WORLD_SIZES)
@@ -39,7 +39,7 @@ def test_ddp_matches_single_process(version, p):
 @pytest.mark.parametrize("version,edge", by_version(EDGES))
 def test_ddp_edge_cases(version, edge):
     outcomes = [o for p in EDGE_WORLD_SIZES for o in EDGE.outcomes(p, version, f"edge:{edge}")]
-    judge(outcomes, training_problems, how_problems)
+    judge(outcomes, training_problems, how_problems, *([outside_problems] if edge == "outside" else []))
 
 
 @pytest.mark.points(9)

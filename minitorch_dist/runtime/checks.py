@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import sys
+
 import torch
 
 from .wire import MAX_TAG
@@ -35,3 +38,20 @@ def check_tag(group, tag, op: str) -> int:
     if isinstance(tag, bool) or not isinstance(tag, int) or not 0 <= tag <= MAX_TAG:
         raise ValueError(f"{op} on {where(group)}: tag={tag!r} must be an int in 0..{MAX_TAG}")
     return tag
+
+
+_RUNTIME = os.path.dirname(os.path.abspath(__file__)) + os.sep
+_PACKAGE_PARENT = os.path.dirname(os.path.dirname(_RUNTIME.rstrip(os.sep))) + os.sep
+
+
+def caller_line() -> str:
+    """"at minitorch_dist/collectives/ring.py:75 (all_gather_)": the first frame outside the runtime
+    (and torch) that led to a blocking operation, for the deadlock report's line of this rank."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        path = frame.f_code.co_filename
+        if not path.startswith(_RUNTIME) and f"{os.sep}torch{os.sep}" not in path:
+            short = path[len(_PACKAGE_PARENT):] if path.startswith(_PACKAGE_PARENT) else os.path.basename(path)
+            return f"at {short}:{frame.f_lineno} ({frame.f_code.co_name})"
+        frame = frame.f_back
+    return ""

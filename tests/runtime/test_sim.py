@@ -458,6 +458,23 @@ def test_deadlock_report():
     assert threading.active_count() == before
 
 
+def test_deadlock_report_names_the_line_each_rank_waits_at():
+    """Each rank's line of the report says where its code called the op that blocks (not the runtime's)."""
+    def main(group):
+        if group.rank == 0:
+            group.recv(torch.zeros(2), 1)
+        else:
+            h = group.irecv(torch.zeros(2), 0)
+            h.wait()
+
+    with pytest.raises(RankError) as info:
+        run_sim(main, 2)
+    text = str(info.value.cause)
+    first = main.__code__.co_firstlineno
+    assert f"rank 0: waits in recv(src=1, tag=0) at tests/runtime/test_sim.py:{first + 2} (main)" in text, text
+    assert f"at tests/runtime/test_sim.py:{first + 5} (main)" in text.split("rank 1:")[1], text
+
+
 def test_deadlock_without_cycle_and_in_a_collective():
     def early_return(group):
         if group.rank == 0:

@@ -237,3 +237,15 @@ def fit_on_rank(sizes, seconds) -> tuple[float, float]:
     if isinstance(got, str):
         fail(f"fit_alpha_beta must return a tuple (alpha, beta) of two numbers, got {got}")
     return got
+
+
+def expect_close(what: str, got, want: float, rel: float, why: str = "") -> None:
+    """Fail naming the task, the quantity, both values and the tolerance unless got is within rel of want."""
+    if not (isinstance(got, (int, float)) and math.isclose(got, want, rel_tol=rel, abs_tol=0.0)):
+        fail(f"HW1 task 1.1: {what} = {got!r}, expected {want!r} (within {rel:.3g} relative){why}")
+
+
+def expect_equal(what: str, got, want, why: str = "") -> None:
+    """Fail naming the task, the quantity, what was expected and what came back, unless got == want."""
+    if got != want:
+        fail(f"HW1 task 1.1: {what}: expected {want!r}, got {got!r}{why}")

@@ -8,12 +8,10 @@ what each rank computed comes back here and is compared with a single-process re
 (hw1_checks.py), so a failure names the case, the rank and the first element that differs.
 """
 
-import math
-
 import pytest
 
-from assignments.hw1.tests.hw1_checks import (fit_on_rank, judge, launch_or_fail, result_problems, sim_time_problems,
-                                              traffic_problems)
+from assignments.hw1.tests.hw1_checks import (expect_close, expect_equal, fit_on_rank, judge, launch_or_fail,
+                                              result_problems, sim_time_problems, traffic_problems)
 from assignments.hw1.tests.hw1_harness import Case, Suite, rank_ping_pong, run_cases
 from minitorch_dist import SimNetwork
 
@@ -44,7 +42,8 @@ def check(fns, p, *checks):
 def test_fit_alpha_beta_exact_data():
     sizes = [0, 1 << 10, 1 << 20, 1 << 24]
     alpha, beta = fit_on_rank(sizes, [3e-6 + n * 2e-10 for n in sizes])
-    assert alpha == pytest.approx(3e-6, rel=1e-9) and beta == pytest.approx(2e-10, rel=1e-9)
+    expect_close("fit_alpha_beta's alpha on exact data", alpha, 3e-6, 1e-9)
+    expect_close("fit_alpha_beta's beta on exact data", beta, 2e-10, 1e-9)
 
 
 @pytest.mark.task1_1
@@ -53,10 +52,13 @@ def test_ping_pong_on_sim_recovers_alpha_beta():
     sizes = [0, 1 << 10, 1 << 20]
     result = launch_or_fail(rank_ping_pong, 2, args=(sizes, 3, 1, 1), backend="sim",
                             network=SimNetwork(alpha=1e-5, beta=1e-9))
-    assert result[1] == {}, "the peer returns {}"
-    assert list(result[0]) == sizes, "rank 0 returns {size: one-way seconds} in the order given"
+    expect_equal("what the peer (rank 1) returns", result[1], {})
+    expect_equal("the sizes rank 0 returns (keys of {size: one-way seconds}, in the order given)",
+                 list(result[0]), sizes)
     alpha, beta = fit_on_rank(sizes, list(result[0].values()))
-    assert math.isclose(alpha, 1e-5, rel_tol=0.01) and math.isclose(beta, 1e-9, rel_tol=0.01)
+    why = f" (sim network alpha 1e-05 s, beta 1e-09 s/B; ping_pong measured {result[0]})"
+    expect_close("alpha fitted to ping_pong's times on sim", alpha, 1e-5, 0.01, why)
+    expect_close("beta fitted to ping_pong's times on sim", beta, 1e-9, 0.01, why)
 
 
 @pytest.mark.task1_2

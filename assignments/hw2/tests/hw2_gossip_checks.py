@@ -13,7 +13,8 @@ import torch
 
 from assignments.hw2.tests.hw2_checks import TOL
 from assignments.hw2.tests.hw2_harness import Outcome
-from assignments.hw2.tests.hw2_setup import Case, build_model, flat_all, gossip_value, loss_of, own_batch
+from assignments.hw2.tests.hw2_setup import (Case, build_model, flat_all, gossip_value, initial_weights, loss_of,
+                                             own_batch)
 from minitorch_dist.gossip import exponential_peers
 
 
@@ -122,9 +123,9 @@ def decentralized_reference(case: Case, p: int) -> tuple[list[list[torch.Tensor]
     """(flat parameters of every rank after each step, losses of each step per rank): the D-PSGD or
     SGP formulas on all p ranks in this process (rank r starts from seed r, trains on own_batch)."""
     models = [build_model(case, seed=r) for r in range(p)]
-    x = [flat_all(m) for m in models]
-    w = [1.0] * p
-    flats, losses = [[v.clone() for v in x]], []
+    w = initial_weights(case, p)
+    x = [flat_all(m) * w[r] for r, m in enumerate(models)]       # the models hold z = x / w
+    flats, losses = [[flat_all(m) for m in models]], []
     for s in range(case.steps):
         grads, step_losses = [], []
         for r, m in enumerate(models):

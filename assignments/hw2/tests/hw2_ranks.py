@@ -11,7 +11,7 @@ import torch
 
 from assignments.common.rank_runs import run_case_list
 from assignments.hw2.tests.hw2_setup import (Case, build_model, cross_entropy, flat_all, global_batch, gossip_value,
-                                             loss_of, make_optimizer, own_batch, trainable_bytes)
+                                             initial_weights, loss_of, make_optimizer, own_batch, trainable_bytes)
 from minitorch_dist.data import local_part
 
 COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "broadcast")
@@ -53,19 +53,31 @@ def _dp_step(case: Case, ddp, model, opt, group, step: int) -> dict:
         loss_of(case, ddp, x, y, step).backward()
     backward_end = group.now()
     ddp.finish_gradient_synchronization()
-    starts = [e.start - backward_end for e in group.events[first_event:] if e.op == "all_reduce"]
+    events = [e for e in group.events[first_event:] if e.op == "all_reduce"]
+    starts = [e.start - backward_end for e in events]
+    ends = [e.end - backward_end for e in events]      # an async all-reduce's event ends when it is waited for
     grad_none = [p.grad is None for p in model.parameters()]
     opt.step()
-    return {**_delta(_counts(group), before), "in_no_sync": in_no_sync, "starts": starts, "grad_none": grad_none}
+    return {**_delta(_counts(group), before), "in_no_sync": in_no_sync, "starts": starts, "ends": ends,
+            "grad_none": grad_none}
 
 
 def run_dp(case: Case, group) -> dict:
-    model = build_model(case)
+    """A data-parallel run; edge "outside": rank r starts from its own weights (seed r), the wrapper's
+    .module and named_parameters() are reported, and the parameters after every step."""
+    model = build_model(case, seed=group.rank if case.edge == "outside" else 0)
     ddp = _make_dp(case, model, group)
     opt = make_optimizer(case, model)
-    steps = [_dp_step(case, ddp, model, opt, group, s) for s in range(case.steps)]
+    steps, flats = [], []
+    for s in range(case.steps):
+        steps.append(_dp_step(case, ddp, model, opt, group, s))
+        flats.append(flat_all(model))
+    extra = {}
+    if case.edge == "outside":
+        extra = {"flats": flats, "module_is_model": ddp.module is model,
+                 "names": [n for n, _ in ddp.named_parameters()], "model_names": [n for n, _ in model.named_parameters()]}
     return {"params": flat_all(model), "steps": steps, "trainable_bytes": trainable_bytes(model),
-            "n_trainable": sum(1 for p in model.parameters() if p.requires_grad)}
+            "n_trainable": sum(1 for p in model.parameters() if p.requires_grad), **extra}
 
 
 def run_ps(case: Case, group) -> dict:
@@ -119,6 +131,10 @@ def run_decentralized(case: Case, group) -> dict:
     model = build_model(case, seed=group.rank)
     trainer = (DPSGD if case.kind == "dpsgd" else SGP)(
         model, group, cross_entropy, lr=case.lr)
+    w = initial_weights(case, group.size)[group.rank]
+    if w != 1.0:                                  # SGP's documented state: x = z * w, the model holds z
+        trainer.w.fill_(w)
+        trainer.x.mul_(w)
     flats, losses = [flat_all(model)], []
     for s in range(case.steps):
         losses.append(trainer.step(*own_batch(case, group.rank, s)))

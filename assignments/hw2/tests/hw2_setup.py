@@ -36,9 +36,12 @@ class Case:
 
     kind:    "ps", "allreduce", "overlap", "bucketed" (training runs), "ring_gossip", "dpsgd",
              "push_sum", "sgp", "moshpit"
-    model:   "mlp", "deep", "transformer", "tower" (training runs)
-    optim:   "sgd" (lr 0.1, momentum 0.9) or "adamw" (lr 0.01, weight decay 0.1)
-    edge:    "" or "frozen" (net.0.weight frozen), "unused" (tower), "accum" (2 micro-batches, no_sync)
+    model:   "mlp", "deep", "transformer", "tower", "tiedmid" (float32, a weight tied in the middle)
+    optim:   "sgd" (lr 0.1, momentum 0.9), "adamw" (lr 0.01, weight decay 0.1) or "torchsgd" (the
+             real torch.optim.SGD, lr 0.1)
+    edge:    "" or "frozen" (net.0.weight frozen), "unused" (tower), "accum" (2 micro-batches, no_sync),
+             "outside" (rank r builds its model from seed r: the wrapper must make every replica rank 0's,
+             the frozen parameter included; parameters checked after every step)
     batch:   global batch size; steps: training steps (or gossip steps); start: first gossip step
     bucket_kb: BucketedDDP bucket size in KiB; lr: the D-PSGD / SGP learning rate; tag: which test
              looks at the case
@@ -88,6 +91,27 @@ class Tower(nn.Module):
         return out + self.aux(out) if use_aux else out
 
 
+class TiedMiddle(nn.Module):
+    """float32: in -> a -> b -> out with tanh, where a and b share one weight (tied in the middle of
+    the network, listed once by parameters()) and a frozen per-feature scale; initialised from `seed`."""
+
+    def __init__(self, seed: int = 0):
+        super().__init__()
+        gen = torch.Generator().manual_seed(seed)
+        self.inp, self.a, self.b, self.out = nn.Linear(16, 24), nn.Linear(24, 24), nn.Linear(24, 24), nn.Linear(24, 4)
+        self.b.weight = self.a.weight
+        self.scale = nn.Parameter(torch.empty(24), requires_grad=False)
+        with torch.no_grad():
+            for param in self.parameters():
+                param.copy_(torch.rand(param.shape, generator=gen) - 0.5)
+            self.scale.add_(1.0)
+
+    def forward(self, x):
+        h = torch.tanh(self.inp(x.float()))
+        h = torch.tanh(self.a(h)) * self.scale
+        return self.out(torch.tanh(self.b(h)))
+
+
 @functools.lru_cache(maxsize=1)
 def text_tokens() -> tuple[torch.Tensor, int]:
     text = load_text()
@@ -109,6 +133,8 @@ def build_model(case: Case, seed: int = 0) -> nn.Module:
         model = MLP(d_hidden=128, depth=6, seed=seed)
     elif case.model == "tower":
         model = Tower()
+    elif case.model == "tiedmid":
+        return TiedMiddle(seed)
     else:
         model = MLP(seed=seed)
     model = model.double()
@@ -151,7 +177,9 @@ class Optimizer:
             param.addcdiv_(m, denom, value=-lr / (1 - b1 ** t))
 
 
-def make_optimizer(case: Case, model: nn.Module) -> Optimizer:
+def make_optimizer(case: Case, model: nn.Module):
+    if case.optim == "torchsgd":
+        return torch.optim.SGD(model.parameters(), lr=0.1)
     return Optimizer(model.parameters(), "adamw" if case.optim == "adamw" else "sgd")
 
 
@@ -167,6 +195,15 @@ def global_batch(case: Case, step: int) -> tuple[torch.Tensor, torch.Tensor]:
 def uses_aux(case: Case, step: int) -> bool:
     """The tower's aux head is used on even steps only (so on odd steps its .grad stays None)."""
     return step % 2 == 0
+
+
+def initial_weights(case: Case, p: int) -> list[float]:
+    """Each rank's push-sum weight at the start of an SGP case: 1, or for seed 2 (as after uneven
+    mixing) 1.5 and 0.5 alternating by rank (the last rank 1 when p is odd), so that z = x / w and
+    x differ; they still sum to p."""
+    if case.kind != "sgp" or case.seed != 2:
+        return [1.0] * p
+    return [1.5 if r % 2 == 0 else 0.5 for r in range(p - p % 2)] + [1.0] * (p % 2)
 
 
 def cross_entropy(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
@@ -190,9 +227,15 @@ def trainable_bytes(model: nn.Module) -> int:
 
 def reference_run(case: Case) -> tuple[torch.Tensor, list[float]]:
     """(flat parameters after case.steps steps, loss of each step): one process, the whole batch."""
+    return reference_steps(case)[0][-1], reference_steps(case)[1]
+
+
+@functools.lru_cache(maxsize=16)
+def reference_steps(case: Case) -> tuple[list[torch.Tensor], list[float]]:
+    """(flat parameters after each step, loss of each step) of the single-process run."""
     model = build_model(case)
     opt = make_optimizer(case, model)
-    losses = []
+    losses, flats = [], []
     for step in range(case.steps):
         x, y = global_batch(case, step)
         opt.zero_grad(set_to_none=True)
@@ -200,7 +243,8 @@ def reference_run(case: Case) -> tuple[torch.Tensor, list[float]]:
         loss.backward()
         opt.step()
         losses.append(loss.item())
-    return flat_all(model), losses
+        flats.append(flat_all(model))
+    return flats, losses
 
 
 def own_batch(case: Case, rank: int, step: int) -> tuple[torch.Tensor, torch.Tensor]:

@@ -1,0 +1,81 @@
+"""A homework's rubric: one more graded entry per task, earned only when every case of the task passes.
+
+homework.json:  "rubric": {"all_cases": true, "minor": ["test_name", ...]}
+
+The tests of a task spread its points over properties (world sizes, dtypes, ops, messages, sim time,
+bad input), with partial credit per case: a bug that breaks one property of one task (an op ignored,
+a message too many) fails a few cases and alone would lose a sliver of the homework. So each task
+also gets the entry "every case of the task passes", worth ceil(T / 3) points where T is the points
+of the task's cases: any failing case of the task costs at least that entry, which is at least 25%
+of the task's points (T + ceil(T / 3)). Cases of the tests named under "minor" (the handout says the
+property is minor) count neither way. A test function whose cases belong to several tasks (one run
+on mpi for every algorithm) gives each task the points of its own cases.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+from autograder.collect import task_name
+from autograder.jobs import task_order
+from autograder.results import GradedTest
+
+ENTRY = "every case of the task passes"
+
+
+def task_points(tests: list[GradedTest], minor=()) -> dict[str, float]:
+    """{task marker: points of its cases} over `tests` (a case is worth points / cases of its function)."""
+    points: dict[str, float] = {}
+    for t in tests:
+        if t.function.rsplit("::", 1)[-1] in minor:
+            continue
+        for nodeid in t.cases:
+            task = t.case_tasks.get(nodeid)
+            if task:
+                points[task] = points.get(task, 0.0) + t.points / len(t.cases)
+    return points
+
+
+def rubric_tests(tests: list[GradedTest], manifest: dict, rubric: dict) -> list[GradedTest]:
+    """`tests` followed by one "every case of the task passes" entry per task they cover (see module doc)."""
+    if not rubric.get("all_cases"):
+        return tests
+    minor = set(rubric.get("minor", ()))
+    entries = []
+    for task, points in sorted(task_points(tests, minor).items(), key=lambda kv: _number(kv[0])):
+        failing, visibility, first = {}, "visible", ""
+        for t in tests:
+            mine = [c for c in t.cases if t.case_tasks.get(c) == task]
+            if not mine or t.function.rsplit("::", 1)[-1] in minor:
+                continue
+            if t.visibility != "visible":
+                visibility = t.visibility
+            lost = [c for c in mine if t.outcomes.get(c, {}).get("outcome") != "passed"]
+            if lost:
+                failing[t.name.rsplit(": ", 1)[-1]] = (len(lost), len(mine))
+                first = first or _reason(str(t.outcomes.get(lost[0], {}).get("message") or ""))
+        extra = math.ceil(points / 3 - 1e-9)
+        entry = GradedTest(function=f"rubric::{task}", name=f"{task_name(manifest, task)}: {ENTRY}",
+                           points=float(extra), limit=0.0, visibility=visibility, cases=[f"rubric::{task}"],
+                           case_tasks={f"rubric::{task}": task})
+        if failing:
+            which = ", ".join(f"{name} ({n} of {m} cases)" for name, (n, m) in failing.items())
+            message = (f"{len(failing)} test(s) of this task lost points: {which}. This entry (at least 25% of the "
+                       f"task's points) is earned when every case of the task passes; see those tests' feedback."
+                       + (f"\nThe first reason: {first[:300]}" if first else ""))
+            entry.outcomes = {entry.cases[0]: {"outcome": "failed", "message": message}}
+        else:
+            entry.outcomes = {entry.cases[0]: {"outcome": "passed", "message": ""}}
+        entries.append(entry)
+    return sorted(tests + entries, key=task_order)       # each entry after its task's tests
+
+
+def _reason(message: str) -> str:
+    """The first line of a failure message that says something (not "2 of 7 cases failed:")."""
+    lines = [line.strip() for line in message.splitlines() if line.strip()]
+    return next((line for line in lines if not re.fullmatch(r"\d+ of \d+ cases failed:?", line)), "")
+
+
+def _number(task: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in task[len("task"):].split("_"))

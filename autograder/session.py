@@ -1,0 +1,187 @@
+"""A grading session: one grader's copy, its runners and its collected tests, for any number of
+submissions of one homework in turn (autograder.grade grades one; the mutation suite grades many).
+
+    with GradingSession("hw1", jobs=2) as session:
+        results = session.grade("submission.zip", out="results.json")
+        results = session.grade("other/", only=r"HW1 1\\.4 ", stop_at_first_failure=True)
+
+Set up once: the grader's copy (stubs and tests, never a submission), its runners (zygotes,
+one per job, in a network namespace), the collected tests and a sandbox per runner. Per
+submission: a fresh student's copy at the same path, the submission laid over it and sealed,
+the selected tests run, every process of the sandbox uids killed, the results scored.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import re
+import secrets
+import shutil
+import tempfile
+import time
+
+from autograder import isolate
+from autograder.collect import DEFAULT_LIMIT, JOB_ENV, collect, test_files
+from autograder.jobs import run_all, task_order
+from autograder.kit_copies import make_student_kit, open_interpreter, protect_secrets, seal
+from autograder.results import GradedTest, results_json, summary_table, write_results
+from autograder.rubric import rubric_tests
+from autograder.runner import make_runner
+from autograder.sandbox import Sandbox, is_root
+from autograder.scan import format_findings, scan_submission
+from autograder.submission import lay_submission
+from tools.overlay import ROOT, copy_kit, homework_manifest
+from tools.stubs import builds_on, lay_references
+
+DEFAULT_DEADLINE = 10.0
+MAX_RANK_OUTPUT = 8 << 20       # bytes of rank output a test process prints (the rest is cut, and said)
+
+
+class GradingSession:
+    """Grade submissions of `homework` one after the other with one set of runners (see module doc).
+
+    jobs > 1 runs that many test functions at once, each zygote forking its own (zygote only).
+    sandbox=False runs the rank hosts as this user with no sandbox (debugging); namespaces=False
+    grades as in a container that refuses them (Gradescope's Docker may): every other layer stays.
+    limits overrides some of sandbox.LIMITS. suites replaces the homework's test folders (then the
+    homework's rubric, which is written for its own tests, is not applied).
+    """
+
+    def __init__(self, homework: str, *, zygote: bool = True, deadline: float = DEFAULT_DEADLINE,
+                 limit: float = DEFAULT_LIMIT, suites: list[tuple[str, str]] | None = None, quiet: bool = False,
+                 jobs: int = 1, sandbox: bool = True, namespaces: bool = True, limits: dict | None = None):
+        self.homework, self.deadline, self.quiet, self.zygote = homework, deadline, quiet, zygote
+        self.manifest = manifest = homework_manifest(homework)
+        self.rubric = manifest.get("rubric") if suites is None else None
+        if suites is None:
+            suites = [(manifest["public_tests"], "visible"), (manifest["hidden_tests"], "after_published")]
+            suites = [s for s in suites if os.path.isdir(os.path.join(ROOT, s[0]))]
+        self.token = secrets.token_hex(8)
+        self.kit = tempfile.mkdtemp(prefix="autograder-kit-")            # the grader's copy: stubs, hidden tests
+        self.records = tempfile.mkdtemp(prefix="autograder-run-")        # records and outputs: root only
+        self.outside = tempfile.mkdtemp(prefix="autograder-student-")    # the student kit and test scratch
+        os.chmod(self.outside, 0o711)
+        self.student_kit = os.path.join(self.outside, "kit")
+        scratch_root = os.path.join(self.outside, "scratch")
+        os.makedirs(scratch_root, mode=0o711)
+        os.chmod(scratch_root, 0o711)
+        self.runners, self.boxes, self.layers = [], [], {}
+        self.tests: list[GradedTest] = []
+        self.escaped = 0
+        try:
+            copy_kit(self.kit)
+            if sandbox and is_root():
+                self.layers["files"] = protect_secrets(ROOT)
+                opened = open_interpreter()
+                if opened:
+                    self.layers["files"] += (f"; search permission given on {', '.join(opened)} so the sandbox "
+                                             f"can run Python")
+            env = dict(os.environ, PYTHONPATH=self.kit, PYTHONDONTWRITEBYTECODE="1",
+                       **{isolate.TOKEN_VAR: self.token}, AUTOGRADER_PRELOAD=",".join(manifest.get("preload", [])),
+                       **JOB_ENV)
+            env.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")     # c10d's hostname warnings in a network namespace
+            env["MINITORCH_DIST_MAX_OUTPUT"] = str(MAX_RANK_OUTPUT)
+            env["AUTOGRADER_NETNS"] = "1" if sandbox and namespaces and is_root() else "0"
+            self.runners.append(make_runner(self.kit, env, zygote=zygote))
+            self.tests, self.problems = collect(self.runners[0], self.kit, manifest, suites, self.records, limit)
+            self.tests.sort(key=task_order)
+            self.hidden = [f for target, vis in suites if vis != "visible" for f in test_files(self.kit, target)]
+            self.runners += [make_runner(self.kit, env, zygote=True) for _ in range(max(1, jobs) - 1 if zygote else 0)]
+            taken: set[int] = set()
+            for _ in self.runners:               # a uid per runner; the first one's gid reads the student kit
+                self.boxes.append(Sandbox.create(self.kit, self.student_kit, scratch_root,
+                                                 self.boxes[0].gid if self.boxes else None, taken,
+                                                 own_user=sandbox, limits=limits))
+            self.layers.update(self.boxes[0].layers)
+            if self.boxes[0].uid is not None:
+                self.layers["files"] = self.layers.get("files", "") + (
+                    "; the student kit copy is root-owned and group-readable, the grader's copy, records and "
+                    "results root-only, a private scratch folder per test")
+            else:
+                self.layers["files"] = "unavailable: no user of its own, so file permissions do not keep it out"
+            self.layers["network"] = getattr(self.runners[0], "network", "unavailable") if namespaces else \
+                "unavailable: switched off (--no-namespaces)"
+        except BaseException:
+            self.close()
+            raise
+
+    def __enter__(self) -> "GradingSession":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def select(self, only: str | None = None) -> list[GradedTest]:
+        """Fresh copies of the collected tests whose name matches `only` (all when None)."""
+        tests = [copy.deepcopy(t) for t in self.tests if only is None or re.search(only, t.name)]
+        if only and self.tests and not tests:
+            raise ValueError(f"--only {only!r} matches none of the {len(self.tests)} tests; their names look "
+                             f"like {self.tests[0].name!r} (the regular expression is searched in them)")
+        return tests
+
+    def grade(self, submission: str, out: str | None = None, only: str | None = None,
+              tests: list[GradedTest] | None = None, stop_at_first_failure: bool = False, show: bool = True) -> dict:
+        """Grade `submission` on the tests matching `only` (or on `tests`, from select()); returns the
+        results.json object and writes it to `out`. stop_at_first_failure runs the tests one at a
+        time and leaves the rest unrun (counted failed) once one loses points: a quick "is it caught".
+        show prints the submission check, the scan and the table (unless the session is quiet)."""
+        t0 = time.monotonic()
+        tests = self.select(only) if tests is None else tests
+        if os.path.exists(self.student_kit):
+            shutil.rmtree(self.student_kit)
+        make_student_kit(self.kit, self.student_kit,
+                         exclude=self.hidden + [os.path.join(os.path.dirname(f), "conftest.py") for f in self.hidden])
+        check = lay_submission(submission, self.student_kit, self.manifest)
+        lay_references(self.student_kit, builds_on(self.manifest))     # earlier homeworks' reference it runs on
+        findings = format_findings(scan_submission(self.student_kit, check.overlaid))
+        seal(self.student_kit, self.boxes[0].gid)
+        runners, boxes = (self.runners[:1], self.boxes[:1]) if stop_at_first_failure else (self.runners, self.boxes)
+        run_all(runners, tests, self.kit, self.records, self.deadline, check.replaced_tasks(), self.quiet, boxes,
+                prefixes=(self.student_kit,), stop_at_first_failure=stop_at_first_failure)
+        escaped = sum(box.kill_all() for box in self.boxes)
+        self.escaped += escaped
+        report = check.report()
+        if escaped:
+            report += f"\n\n{escaped} process(es) outlived their tests and were killed at the end."
+        check_entry = {"name": "submission check", "score": 0, "max_score": 0,
+                       "status": "passed" if check.ok else "failed",
+                       "output": report, "output_format": "text", "visibility": "visible"}
+        elapsed = time.monotonic() - t0
+        title = f"{self.manifest['name']} grade of {submission}"
+        graded = rubric_tests(tests, self.manifest, self.rubric) if self.rubric else tests
+        results = results_json(graded, check_entry, elapsed, title)
+        results["extra_data"] = {"submission": submission, "swept_at_end": escaped,
+                                 "runner": "zygote" if self.zygote else "subprocess", "sandbox": dict(self.layers),
+                                 "collection_problems": self.problems, "static_scan": findings,
+                                 "sandbox_uids": [box.uid for box in self.boxes if box.uid is not None]}
+        self.last_tests, self.last_check = graded, check
+        if out:
+            write_results(out, results)
+        if show and not self.quiet:
+            self.print_summary(results)
+        return results
+
+    def print_summary(self, results: dict) -> None:
+        """The submission check, collection problems, scan and table of the last grade()'s `results`."""
+        check, title = self.last_check, f"{self.manifest['name']} grade of {results['extra_data']['submission']}"
+        report = results["tests"][0]["output"]
+        print(report if not check.ok or report != check.report() else f"submission check: ok ({len(check.overlaid)} files)")
+        if self.problems:
+            print("Problems while collecting the tests:\n" + "\n".join(self.problems))
+        print(f"static scan of the submission (instructors only):\n{results['extra_data']['static_scan']}")
+        print(summary_table(self.last_tests, title, results["execution_time"]))
+
+    def close(self) -> int:
+        """Stop the runners, kill and release the sandboxes, sweep, remove the copies; returns how
+        many processes were still alive at the end (besides those grade() already reported)."""
+        for runner in self.runners:
+            runner.close()
+        escaped = sum(box.kill_all() for box in self.boxes)
+        for box in self.boxes:
+            box.release()
+        left = isolate.sweep(self.token)
+        for path in (self.kit, self.records, self.outside):
+            shutil.rmtree(path, ignore_errors=True)
+        self.runners, self.boxes = [], []
+        return escaped + len(left)
