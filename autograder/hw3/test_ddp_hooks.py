@@ -19,6 +19,7 @@ from autograder.hw3.cases import HOOKS, TRAINING, WORLD_SIZES
 
 @pytest.mark.task3_5
 @pytest.mark.points(2)
+@pytest.mark.time_limit(150)
 @pytest.mark.parametrize("p", WORLD_SIZES)
 def test_hooked_ddp_without_a_hook_averages(p):
     judge(HOOKS.outcomes(p, "allreduce_ddp"), hook_problems)
@@ -26,6 +27,7 @@ def test_hooked_ddp_without_a_hook_averages(p):
 
 @pytest.mark.task3_5
 @pytest.mark.points(3)
+@pytest.mark.time_limit(150)
 @pytest.mark.parametrize("p", WORLD_SIZES)
 def test_compression_hook_plugs_in_each_compressor(p):
     judge(HOOKS.outcomes(p, "compress_ddp"), hook_problems)
@@ -33,6 +35,6 @@ def test_compression_hook_plugs_in_each_compressor(p):
 
 @pytest.mark.task3_5
 @pytest.mark.points(2)
-@pytest.mark.time_limit(120)
+@pytest.mark.time_limit(240)
 def test_compressed_ddp_trains_the_char_transformer():
     judge(TRAINING.outcomes(2, "char_training"), training_problems)
