@@ -66,6 +66,7 @@ def test_error_feedback_accounting():
 
 @pytest.mark.task3_4
 @pytest.mark.points(2)
+@pytest.mark.time_limit(180)
 def test_powersgd_against_torch():
     judge(PUBLIC.outcomes(2, "orthogonalize"), orthogonalize_problems)
     judge(PUBLIC.outcomes(2, "powersgd_rank1"), rank1_problems)
@@ -74,5 +75,6 @@ def test_powersgd_against_torch():
 
 @pytest.mark.task3_5
 @pytest.mark.points(2)
+@pytest.mark.time_limit(120)
 def test_hooked_ddp():
     judge(PUBLIC.outcomes(2, ("allreduce_ddp", "compress_ddp")), hook_problems)
