@@ -19,11 +19,11 @@ CELLS = [
 
     This notebook is the analysis half of homework 1. The code half is the package: fill in
     `minitorch_dist/collectives/` first (tasks 1.1-1.7; `assignments/hw1/README.md`, public tests with
-    `pytest assignments/hw1/tests -m task1_1` and so on). The cells below call **your** `ping_pong`,
+    `.venv/bin/python -m pytest assignments/hw1/tests -m task1_1` and so on). The cells below call **your** `ping_pong`,
     `fit_alpha_beta` and all-reduces, so parts B and C only work once those do.
 
-    Run it from the repository root with your package installed (`pip install -e .`):
-    `jupyter lab assignments/hw1/hw1_collectives.ipynb`. The whole notebook runs in well under a minute.
+    Run it from the kit's root (scripts/setup.sh installed your package in the venv):
+    `.venv/bin/jupyter lab assignments/hw1/hw1_collectives.ipynb`. The whole notebook runs in well under a minute.
 
     - **Part A** (9 points): the alpha-beta cost model, by hand. No processes.
     - **Part B** (4 points): measure alpha and beta of this machine with your ping-pong.

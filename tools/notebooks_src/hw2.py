@@ -19,12 +19,12 @@ CELLS = [
 
     This notebook is the analysis half of homework 2. The code half is the package: fill in
     `minitorch_dist/data_parallel/` and `minitorch_dist/gossip/` first (tasks 2.1-2.7;
-    `assignments/hw2/README.md`, public tests with `pytest assignments/hw2/tests -m task2_4` and so on).
+    `assignments/hw2/README.md`, public tests with `.venv/bin/python -m pytest assignments/hw2/tests -m task2_4` and so on).
     Parts B and C call **your** `BucketedDDP`, `push_sum_step_`, `DPSGD` and `SGP`, so they only work once
     those do.
 
-    Run it from the repository root with your package installed (`pip install -e .`):
-    `jupyter lab assignments/hw2/hw2_data_parallel.ipynb`. The whole notebook runs in under a minute.
+    Run it from the kit's root (scripts/setup.sh installed your package in the venv):
+    `.venv/bin/jupyter lab assignments/hw2/hw2_data_parallel.ipynb`. The whole notebook runs in under a minute.
 
     - **Part A** (8 points): communication by hand: parameter server against all-reduce, buckets, push-sum
       mixing, when gossip is cheaper. No processes.

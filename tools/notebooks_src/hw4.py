@@ -19,11 +19,11 @@ CELLS = [
 
     This notebook is the analysis half of homework 4. The code half is the package: fill in
     `minitorch_dist/tensor_parallel/` first (tasks 4.1-4.4; `assignments/hw4/README.md`, public tests with
-    `pytest assignments/hw4/tests -m task4_3` and so on). Parts B and C call **your** `ParallelBlock` and
+    `.venv/bin/python -m pytest assignments/hw4/tests -m task4_3` and so on). Parts B and C call **your** `ParallelBlock` and
     `ParallelCharTransformer`, so they only work once those do.
 
-    Run it from the repository root with your package installed (`pip install -e .`):
-    `jupyter lab assignments/hw4/hw4_tensor_parallel.ipynb`. The whole notebook runs in under a minute.
+    Run it from the kit's root (scripts/setup.sh installed your package in the venv):
+    `.venv/bin/jupyter lab assignments/hw4/hw4_tensor_parallel.ipynb`. The whole notebook runs in under a minute.
 
     - **Part A** (7 points): communication and memory by hand: bytes per layer against data parallelism,
       parameters per rank, and when tensor parallelism pays off on fast and slow links. No processes.

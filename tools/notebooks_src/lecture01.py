@@ -13,20 +13,11 @@ CELLS = [
     md(r"""
     # Lecture 1: collectives from send and receive
 
-    **How to run this notebook.** It imports `minitorch_dist.collectives`, the package you fill in
-    for homework 1, and never re-defines the algorithms. In the course repository those files are
-    stubs until you write them, so run it against the reference implementation (from the repository root):
-
-    ```bash
-    python -m tools.overlay solutions -- .venv/bin/jupyter lab lectures/01_collectives.ipynb
-    # or, without a browser:
-    python -m tools.overlay solutions -- .venv/bin/jupyter nbconvert --to notebook --execute \
-        lectures/01_collectives.ipynb --output /tmp/01_collectives.ipynb
-    ```
-
-    `tools.overlay` copies the kit to a temporary folder, lays `solutions/` over it and starts Jupyter
-    there (edits made in that copy are lost when it stops). Once your homework passes its tests, open the
-    notebook directly and it runs on *your* collectives. A full run takes about a minute on a 2-core laptop.
+    **How to run this notebook.** It imports `minitorch_dist.collectives`, the code you write in homework 1,
+    and never re-defines it. Your copy shows the outputs of the course's run on the reference
+    implementation, so you can read it now. Once your homework passes its public tests, run it yourself
+    on *your* code from the kit's root: `.venv/bin/jupyter lab lectures/01_collectives.ipynb` (a full run takes about a minute on a
+    2-core laptop).
 
     **Plan.**
     1. Processes and channels: `launch`, `send`/`recv`, `sendrecv`, and a deadlock with its wait-for report.
@@ -56,7 +47,7 @@ CELLS = [
     except RankError as err:
         if err.exc_type == "NotImplementedError":
             raise RuntimeError("minitorch_dist.collectives holds the HW1 stubs; run this notebook through "
-                               "`python -m tools.overlay solutions -- ...` (see the first cell)") from None
+                               "the reference (your copy shows its outputs); write homework 1 first (assignments/hw1/README.md)") from None
         raise
     """),
     md(r"""

@@ -13,20 +13,11 @@ CELLS = [
     md(r"""
     # Lecture 2: data parallelism, from a parameter server to gossip
 
-    **How to run this notebook.** It imports `minitorch_dist.data_parallel` and `minitorch_dist.gossip`,
-    the packages you fill in for homework 2, and never re-defines them. In the course repository those
-    files are stubs until you write them, so run it against the reference implementation (from the
-    repository root):
-
-    ```bash
-    python -m tools.overlay solutions -- .venv/bin/jupyter lab lectures/02_data_parallel.ipynb
-    # or, without a browser:
-    python -m tools.overlay solutions -- .venv/bin/jupyter nbconvert --to notebook --execute \
-        lectures/02_data_parallel.ipynb --output /tmp/02_data_parallel.ipynb
-    ```
-
-    Once your homework passes its tests, open the notebook directly and it runs on *your* code. A full run
-    takes under a minute on a 2-core laptop.
+    **How to run this notebook.** It imports `minitorch_dist.data_parallel` and `minitorch_dist.gossip`, the code you write in homework 2,
+    and never re-defines it. Your copy shows the outputs of the course's run on the reference
+    implementation, so you can read it now. Once your homework passes its public tests, run it yourself
+    on *your* code from the kit's root: `.venv/bin/jupyter lab lectures/02_data_parallel.ipynb` (a full run takes under a minute on a
+    2-core laptop).
 
     **Plan.**
     1. Data parallelism: p replicas, p parts of the batch, one averaged gradient. Replicas stay equal.
@@ -66,7 +57,7 @@ CELLS = [
     except RankError as err:
         if err.exc_type == "NotImplementedError":
             raise RuntimeError("minitorch_dist.data_parallel / gossip hold the HW2 stubs; run this notebook "
-                               "through `python -m tools.overlay solutions -- ...` (see the first cell)") from None
+                               "through the reference (your copy shows its outputs); write homework 2 first (assignments/hw2/README.md)") from None
         raise
     """),
     md(r"""

@@ -13,19 +13,11 @@ CELLS = [
     md(r"""
     # Lecture 4: tensor parallelism (Megatron-LM)
 
-    **How to run this notebook.** It imports `minitorch_dist.tensor_parallel`, the package you fill in for
-    homework 4, and never re-defines it. In the course repository those files are stubs until you write
-    them, so run it against the reference implementation (from the repository root):
-
-    ```bash
-    python -m tools.overlay solutions -- .venv/bin/jupyter lab lectures/04_tensor_parallel.ipynb
-    # or, without a browser:
-    python -m tools.overlay solutions -- .venv/bin/jupyter nbconvert --to notebook --execute \
-        lectures/04_tensor_parallel.ipynb --output /tmp/04_tensor_parallel.ipynb
-    ```
-
-    Once your homework passes its tests, open the notebook directly and it runs on *your* code. A full run
-    takes well under a minute on a 2-core laptop.
+    **How to run this notebook.** It imports `minitorch_dist.tensor_parallel`, the code you write in homework 4,
+    and never re-defines it. Your copy shows the outputs of the course's run on the reference
+    implementation, so you can read it now. Once your homework passes its public tests, run it yourself
+    on *your* code from the kit's root: `.venv/bin/jupyter lab lectures/04_tensor_parallel.ipynb` (a full run takes about a minute on a
+    2-core laptop).
 
     **Plan.** Data parallelism (lecture 2) keeps a whole replica of the model on every rank. When one layer's
     weights, gradients and optimizer state no longer fit on one device, or one device computes a layer too
@@ -66,7 +58,7 @@ CELLS = [
     except RankError as err:
         if err.exc_type == "NotImplementedError":
             raise RuntimeError("minitorch_dist.tensor_parallel holds the HW4 stubs; run this notebook "
-                               "through `python -m tools.overlay solutions -- ...` (see the first cell)") from None
+                               "through the reference (your copy shows its outputs); write homework 4 first (assignments/hw4/README.md)") from None
         raise
     """),
     md(r"""
