@@ -2,6 +2,7 @@
 
     .venv/bin/python -m pytest tests/kit/test_notebooks.py              # ~4-6 min on 2 cores (hw2 ~3)
     .venv/bin/python -m pytest tests/kit/test_notebooks.py -k "hw2 or lecture02"   # one homework and its lecture
+    .venv/bin/python -m pytest tests/kit/test_notebooks.py -k "hw3 or lecture03"   # ~4 min on 2 busy cores
     .venv/bin/python -m pytest tests/kit/test_notebooks.py -k "hw4 or lecture04"   # ~3 min on 2 cores
 
 Every homework in HOMEWORKS and every lecture in LECTURES gets the same checks:
@@ -33,9 +34,11 @@ pytest.importorskip("nbgrader")
 
 from tools.notebooks_src import hw1 as hw1_src  # noqa: E402
 from tools.notebooks_src import hw2 as hw2_src  # noqa: E402
+from tools.notebooks_src import hw3 as hw3_src  # noqa: E402
 from tools.notebooks_src import hw4 as hw4_src  # noqa: E402
 from tools.notebooks_src import lecture01 as lecture01_src  # noqa: E402
 from tools.notebooks_src import lecture02 as lecture02_src  # noqa: E402
+from tools.notebooks_src import lecture03 as lecture03_src  # noqa: E402
 from tools.notebooks_src import lecture04 as lecture04_src  # noqa: E402
 from tools.notebooks_src._nb import render  # noqa: E402
 from tools.overlay import ROOT  # noqa: E402
@@ -90,6 +93,12 @@ HOMEWORKS = {
         needs_package={"test_throughput": 2, "test_bucket_sweep": 3, "test_push_sum": 2, "test_stragglers": 3,
                        "test_gossip_wins": 1},
         solution_cells=9, handout="assignments/hw2/README.md"),
+    "hw3": Homework(
+        source=hw3_src,
+        no_package={"test_powersgd_elements": 2, "test_gather_limit": 2, "test_break_even": 2},
+        needs_package={"test_ratio_sweep": 3, "test_rank_sweep": 3, "test_error_feedback": 2, "test_step_times": 2,
+                       "test_pays_off": 1},
+        solution_cells=8, handout="assignments/hw3/README.md"),
     "hw4": Homework(
         source=hw4_src,
         no_package={"test_tp_vs_dp_bytes": 2, "test_params_per_rank": 2, "test_when_tp_pays": 3},
@@ -102,6 +111,10 @@ LECTURES = {
     "lecture02": Lecture(lecture02_src, figures=4, expected=(
         "replicas bitwise equal: True", "10 of 10 all-reduces start before backward ends",
         "after 3 steps: z =  3.50  3.50  3.50  3.50  3.50  3.50  3.50  3.50", "simulated seconds to reach loss")),
+    "lecture03": Lecture(lecture03_src, figures=5, expected=(
+        "bytes counted by the runtime equal the payload formula for every compressor",
+        "signSGD + error feedback: distance to the minimum", "|sum applied + residual - sum of inputs|",
+        "over the fast link: dense is fastest", "over the slow link:", "compression beats dense below:")),
     "lecture04": Lecture(lecture04_src, figures=3, expected=(
         "max |partial0 + partial1 - Y|", "TP block equals the dense block on every rank",
         "one all-reduce forward and one backward per MLP: True", "TP / DP")),
