@@ -26,7 +26,7 @@ from minitorch_dist import SimNetwork, launch
 from minitorch_dist.compression import HookedDDP, PowerSGDState, powersgd_hook
 from minitorch_dist.compression.low_rank import should_compress
 from minitorch_dist.models import MLP
-from minitorch_dist.runtime.errors import RankError
+from minitorch_dist.runtime.errors import RankError, not_implemented
 from minitorch_dist.runtime.torch_group import torch_default_group
 
 TARGET, TOLERANCE = 1.15, 1e-4
@@ -100,10 +100,10 @@ def main(argv=None) -> int:
     try:
         return run(argv)
     except RankError as exc:
-        if "NotImplementedError" not in str(exc):
+        stub = not_implemented(exc)
+        if stub is None:
             raise
-        first = next(line for line in str(exc).splitlines() if "NotImplementedError" in line)
-        print(f"bench_powersgd: {first.split('NotImplementedError: ')[-1]}: nothing to measure yet")
+        print(f"bench_powersgd: {stub}: nothing to measure yet")
         return 1
 
 

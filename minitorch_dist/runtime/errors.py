@@ -61,3 +61,13 @@ class RankError(DistError):
     def __reduce__(self):
         return (RankError, (self.rank, self.world_size, self.exc_type, self.message,
                             self.remote_traceback, None, ""))
+
+
+def not_implemented(exc: BaseException) -> str | None:
+    """The stub's one-line message when `exc` is a homework stub's NotImplementedError (raised here or on
+    a rank), else None: scripts print it instead of a traceback ("HW1 task 1.1: ping_pong is not ...")."""
+    if isinstance(exc, NotImplementedError):
+        return str(exc).splitlines()[0] if str(exc) else "not implemented yet"
+    if isinstance(exc, RankError) and exc.exc_type == "NotImplementedError":
+        return exc.message.splitlines()[0] if exc.message else "not implemented yet"
+    return None

@@ -75,3 +75,22 @@ def test_the_paired_ratio_compares_each_repetition_with_its_own_native_run():
     ring_row = next(row for row in rows if row["algorithm"] == "ring")
     assert ring_row["vs_native"] == pytest.approx(0.044 / 0.040) and ring_row["paired"] == pytest.approx(1.1)
     assert bench.target_line(rows, "gloo").endswith("-> met") and bench.target_line(rows, "mpi") is None
+
+
+def test_ping_pong_on_the_stubs_says_so_in_one_line(stubs):
+    code, out = run_in(stubs, sys.executable, "assignments/hw1/ping_pong.py", "--max-bytes", "64")
+    assert code == 1 and "HW1 task 1.1: ping_pong is not implemented yet" in out and "nothing to measure yet" in out
+    assert "Traceback" not in out, out
+
+
+def test_noise_report_names_a_busy_machine_disagreeing_passes_and_inverted_sizes():
+    from minitorch_dist.collectives.timing import best_of, noise_report
+    clean = [{8: 20e-6, 1024: 21e-6, 1 << 20: 250e-6}, {8: 21e-6, 1024: 22e-6, 1 << 20: 260e-6}]
+    assert noise_report(clean, load=0.5, cores=2) == []
+    assert best_of(clean) == {8: 20e-6, 1024: 21e-6, 1 << 20: 250e-6}
+    noisy = [{8: 1.9e-3, 1024: 1.7e-3, 1 << 20: 1.1e-3}, {8: 0.3e-3, 1024: 1.8e-3, 1 << 20: 1.2e-3}]
+    found = noise_report(noisy, load=19.0, cores=2)
+    assert len(found) == 3, found
+    assert "busy" in found[0] and "19.0 on 2 cores" in found[0] and "mpirun" in found[0]
+    assert "disagree at 1 of 3 sizes" in found[1] and "6.3x at 8 bytes" in found[1] and "--passes" in found[1]
+    assert "1024-byte messages took longer" in found[2] and "idle" in found[2]
