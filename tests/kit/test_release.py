@@ -149,7 +149,7 @@ def test_homework_notebook_is_nbgraders_student_version(released):
     out, report = released
     for hw in rel.homeworks():
         nb_rel = homework_manifest(hw).get("notebook")
-        if not nb_rel:                                   # a homework without a notebook (hw3) ships none
+        if not nb_rel:                                   # a homework without a notebook ships none
             assert not any(n.startswith(f"assignments/{hw}/") for n in report["notebooks"])
             continue
         if not os.path.exists(os.path.join(ROOT, nb_rel)):
