@@ -17,7 +17,9 @@ from tools import release as rel
 from tools.overlay import ROOT, homework_manifest
 from tools.stubs import SOLUTIONS, solution_files, stub_text
 
-pytestmark = pytest.mark.slow
+# The first test to run builds the release: every lecture executed (unless test_notebooks already ran them
+# in this session) and every homework notebook through nbgrader: minutes on 2 busy cores.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 SECRET_MARKERS = ("BEGIN SOLUTION", "### BEGIN SOLUTION", "END SOLUTION", "BEGIN HIDDEN TESTS",
                   "END HIDDEN TESTS")
 # Solution lines that give nothing away: rank bookkeeping written the same way all over the kit
@@ -149,7 +151,7 @@ def test_homework_notebook_is_nbgraders_student_version(released):
     out, report = released
     for hw in rel.homeworks():
         nb_rel = homework_manifest(hw).get("notebook")
-        if not nb_rel:                                   # a homework without a notebook (hw3) ships none
+        if not nb_rel:                                   # a homework without a notebook ships none
             assert not any(n.startswith(f"assignments/{hw}/") for n in report["notebooks"])
             continue
         if not os.path.exists(os.path.join(ROOT, nb_rel)):
