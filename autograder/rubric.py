@@ -79,3 +79,20 @@ def _reason(message: str) -> str:
 
 def _number(task: str) -> tuple[int, ...]:
     return tuple(int(x) for x in task[len("task"):].split("_"))
+
+
+def task_totals(tests: list[GradedTest]) -> dict[str, dict[str, float]]:
+    """{"1.4": {"score": s, "max": m}} over graded tests (rubric entries included): each case is worth
+    points / cases of its function and belongs to its own task; what results.json reports per task."""
+    out: dict[str, dict[str, float]] = {}
+    for t in tests:
+        for nodeid in t.cases:
+            task = t.case_tasks.get(nodeid)
+            if not task:
+                continue
+            row = out.setdefault(task[len("task"):].replace("_", "."), {"score": 0.0, "max": 0.0})
+            share = t.points / len(t.cases)
+            row["max"] += share
+            row["score"] += share if t.outcomes.get(nodeid, {}).get("outcome") == "passed" else 0.0
+    return {k: {"score": round(v["score"], 4), "max": round(v["max"], 4)}
+            for k, v in sorted(out.items(), key=lambda kv: _number("task" + kv[0].replace(".", "_")))}

@@ -26,7 +26,7 @@ from autograder.collect import DEFAULT_LIMIT, JOB_ENV, collect, test_files
 from autograder.jobs import run_all, task_order
 from autograder.kit_copies import make_student_kit, open_interpreter, protect_secrets, seal
 from autograder.results import GradedTest, results_json, summary_table, write_results
-from autograder.rubric import rubric_tests
+from autograder.rubric import rubric_tests, task_totals
 from autograder.runner import make_runner
 from autograder.sandbox import Sandbox, is_root
 from autograder.scan import format_findings, scan_submission
@@ -154,7 +154,8 @@ class GradingSession:
         results["extra_data"] = {"submission": submission, "swept_at_end": escaped,
                                  "runner": "zygote" if self.zygote else "subprocess", "sandbox": dict(self.layers),
                                  "collection_problems": self.problems, "static_scan": findings,
-                                 "sandbox_uids": [box.uid for box in self.boxes if box.uid is not None]}
+                                 "sandbox_uids": [box.uid for box in self.boxes if box.uid is not None],
+                                 "tasks": task_totals(graded)}
         self.last_tests, self.last_check = graded, check
         if out:
             write_results(out, results)

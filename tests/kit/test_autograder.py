@@ -20,6 +20,7 @@ from autograder.feedback import short_message
 from autograder.grade import grade
 from tests.kit.submissions import SUITE, by_name, insert_after_marker, make_submission, run, zip_folder
 from tools.overlay import ROOT, homework_manifest
+from tools.points import handout_totals
 
 @pytest.fixture
 def marked_env(monkeypatch):
@@ -203,6 +204,11 @@ def test_real_suites_solutions_full_marks(marked_env, hw):
         assert solved["tests"][0]["status"] == "passed", solved["tests"][0]["output"]
         scores.append([(t["name"], t["score"]) for t in solved["tests"]])
     assert all(s == scores[0] for s in scores), "the solutions' scores differ between gradings"
+    tasks = solved["extra_data"]["tasks"]                      # per task: what the handout's table must say
+    assert all(row["score"] == row["max"] for row in tasks.values()), tasks
+    assert abs(sum(row["max"] for row in tasks.values()) - top) < 1e-6, (tasks, top)
+    assert handout_totals(hw) == pytest.approx({k: row["max"] for k, row in tasks.items()}), (
+        f"assignments/{hw}/README.md states other points than the grader gives: python -m tools.points {hw}")
 
 
 @pytest.mark.slow
