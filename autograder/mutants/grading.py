@@ -14,6 +14,7 @@ import math
 import re
 import shutil
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 
@@ -106,6 +107,33 @@ def grade_bug(session, bug: Bug, hidden_only: bool = False, stop_at_first_failur
         verdict.lost += extra
     verdict.seconds = time.monotonic() - t0
     return verdict
+
+
+def catch_all(homework: str, bugs: list[Bug], sessions: int = 2) -> list[Verdict]:
+    """CI's quick check: is each bug caught? `sessions` grading sessions (one zygote each) in threads
+    share the bugs; each bug runs its caught_by case alone first, then its task's hidden tests one
+    at a time until one loses points. Returns the verdicts in the order of `bugs`."""
+    from autograder.session import GradingSession
+    verdicts: dict[str, Verdict] = {}
+    errors: list[BaseException] = []
+
+    def work(share: list[Bug]) -> None:
+        try:
+            with GradingSession(homework, quiet=True) as session:
+                for bug in share:
+                    verdicts[bug.name] = grade_bug(session, bug, hidden_only=True, stop_at_first_failure=True,
+                                                   hint_first=True)
+        except BaseException as exc:  # noqa: BLE001 - reported by the caller
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(bugs[k::sessions],)) for k in range(max(1, sessions))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
+    return [verdicts[b.name] for b in bugs]
 
 
 def _count(verdict: Verdict, tests: list[GradedTest]) -> None:
