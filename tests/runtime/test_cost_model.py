@@ -154,3 +154,10 @@ def test_ring_bus_bandwidth_approaches_link_bandwidth(p):
     busbw = cm.bus_bandwidth("all_reduce", p, n, cm.ring_all_reduce(p, n, ALPHA, BETA))
     assert busbw == pytest.approx(1 / BETA, rel=1e-6)
     assert busbw < 1 / BETA
+
+
+def test_cost_model_imports_by_the_name_the_docs_use():
+    import importlib
+    import minitorch_dist
+    module = importlib.import_module("minitorch_dist.cost_model")
+    assert module is minitorch_dist.cost_model and callable(module.ring_all_reduce_time if hasattr(module, "ring_all_reduce_time") else module.all_reduce_costs)
