@@ -160,4 +160,4 @@ def test_cost_model_imports_by_the_name_the_docs_use():
     import importlib
     import minitorch_dist
     module = importlib.import_module("minitorch_dist.cost_model")
-    assert module is minitorch_dist.cost_model and callable(module.ring_all_reduce_time if hasattr(module, "ring_all_reduce_time") else module.all_reduce_costs)
+    assert module is minitorch_dist.cost_model and callable(module.all_reduce_costs)
