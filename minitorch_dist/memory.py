@@ -116,7 +116,7 @@ class MemoryTracker:
         params = module_tensors(self.model) + optimizer_params(self.optimizer)
         self._param_keys = {_storage_key(t) for t in params}
         return {"params": storage_bytes(params),
-                "grads": storage_bytes(t.grad for t in params),
+                "grads": storage_bytes(t.grad for t in params if t.is_leaf),
                 "optimizer": storage_bytes(optimizer_state(self.optimizer)),
                 "activations": sum(b for b, _ in self._saved.values())}
 
