@@ -65,10 +65,17 @@ def _time_backward(model, group, times: dict) -> None:
     def after(i):
         def hook(m, a, out):
             if isinstance(out, torch.Tensor) and out.requires_grad:
-                out.register_hook(lambda g: times["bwd"].__setitem__(i, group.now()))
+                out.register_hook(lambda g: _backward_mark(times, i, group))
         return hook
     for i, block in enumerate(getattr(model, "blocks", [])):
         block.register_forward_hook(after(i))
+
+
+def _backward_mark(times: dict, i: int, group) -> None:
+    """Block i's output gradient arrived: note the time, and let the tracker look (mid-backward)."""
+    times["bwd"][i] = group.now()
+    if times.get("tracker") is not None:
+        times["tracker"].sample(f"backward of block {i}")
 
 
 def _full_params(case, group, model, fsdp) -> dict:
@@ -91,7 +98,7 @@ def run_training(case: Case, group) -> dict:
     times = {"fwd": {}, "bwd": {}}
     model, opt, fsdp = build(case, group, times)
     _time_backward(fsdp.module if fsdp is not None else model, group, times)
-    tracker = MemoryTracker(model, opt)
+    tracker = times["tracker"] = MemoryTracker(model, opt)
     steps, losses = [], []
     for step in range(case.steps):
         x, y = batch(case, step, group.rank, group.size)
@@ -107,6 +114,7 @@ def run_training(case: Case, group) -> dict:
                 if q.grad is not None:
                     group.all_reduce(q.grad, "avg")
         grads_at_step = tracker.sample("before step")["grads"]
+        grad_dtypes = sorted({str(u.shard.grad.dtype) for u in fsdp.units if u.shard.grad is not None}) if fsdp else []
         opt.step()
         after_step = tracker.sample("after step")
         opt.zero_grad()
@@ -120,9 +128,11 @@ def run_training(case: Case, group) -> dict:
     report = {"steps": steps, "losses": losses, "params": _full_params(case, group, model, fsdp),
               "shard_numels": [u.shard.numel() for u in fsdp.units] if fsdp is not None else
               [getattr(opt, "shard", torch.zeros(0)).numel()]}
+    if fsdp is not None:
+        report["dtypes"] = {"shards": sorted({str(u.shard.dtype) for u in fsdp.units}), "grads": grad_dtypes,
+                            "full": sorted({str(u.full.dtype) for u in fsdp.units})}
     if fsdp is not None and case.mixed:
         report["gathered"] = fsdp.full_parameters()
-        report["dtypes"] = sorted({str(u.shard.dtype) for u in fsdp.units} | {str(u.shard.grad is None) for u in fsdp.units})
     return report
 
 
