@@ -17,7 +17,8 @@ Four categories, counted by storage (a view and its base count once, a tied weig
                counted as params are not counted again
 A storage counts its current size (untyped_storage().nbytes()): one resized to 0 counts 0.
 Samples are taken by sample(), and automatically before and after the forward of every module
-of `model` and whenever a tensor is saved, so the peak sees a unit while it is gathered.
+of `model` (so the peak sees a unit while it is gathered); a saved tensor updates the activations.
+The attribute names holding tensors are read when the tracker is built: build it after wrapping.
 On CUDA the allocator's own figures come beside them (torch.cuda.memory_allocated, max_...).
 """
 
@@ -52,12 +53,22 @@ def storage_bytes(tensors) -> int:
 
 def module_tensors(model: nn.Module) -> list[torch.Tensor]:
     """Every tensor the modules of `model` hold: parameters, buffers, plain tensor attributes."""
-    found = []
+    return [t for module, names in tensor_slots(model) for t in _read(module, names)]
+
+
+def tensor_slots(model: nn.Module) -> list[tuple[nn.Module, list[str]]]:
+    """(module, names of its tensor attributes: parameters, buffers, plain tensors) of every module."""
+    slots = []
     for module in model.modules():
-        found += [t for t in module._parameters.values() if t is not None]
-        found += [t for t in module._buffers.values() if t is not None]
-        found += [v for v in vars(module).values() if isinstance(v, torch.Tensor)]
-    return found
+        names = [n for n, t in module._parameters.items() if t is not None]
+        names += [n for n, t in module._buffers.items() if t is not None]
+        names += [n for n, v in vars(module).items() if isinstance(v, torch.Tensor)]
+        slots.append((module, names))
+    return slots
+
+
+def _read(module: nn.Module, names: list[str]) -> list[torch.Tensor]:
+    return [t for t in (getattr(module, n, None) for n in names) if isinstance(t, torch.Tensor)]
 
 
 def optimizer_params(optimizer) -> list[torch.Tensor]:
@@ -98,6 +109,7 @@ class MemoryTracker:
         self._saved: dict[tuple, list] = {}      # storage key -> [bytes, holders alive]
         self._param_keys: set = set()
         self._handles = []
+        self._slots = tensor_slots(model)      # the attribute names are read once; their tensors at each sample
         if hooks:
             for module in model.modules():
                 self._handles.append(module.register_forward_pre_hook(lambda m, a: self._auto("forward")))
@@ -113,7 +125,8 @@ class MemoryTracker:
         self.sample(where)
 
     def _measure(self) -> dict:
-        params = module_tensors(self.model) + optimizer_params(self.optimizer)
+        params = [t for module, names in self._slots for t in _read(module, names)]
+        params += optimizer_params(self.optimizer)
         self._param_keys = {_storage_key(t) for t in params}
         return {"params": storage_bytes(params),
                 "grads": storage_bytes(t.grad for t in params if t.is_leaf),
@@ -129,6 +142,14 @@ class MemoryTracker:
         if total > self.peak_total:
             self.peak_total, self.peak_where = total, where
         return dict(self.live)
+
+    def _saved_grew(self) -> None:
+        """A tensor was saved: only the activations changed since the last sample (cheap update)."""
+        self.live["activations"] = sum(b for b, _ in self._saved.values())
+        self.peak["activations"] = max(self.peak["activations"], self.live["activations"])
+        total = sum(self.live.values())
+        if total > self.peak_total:
+            self.peak_total, self.peak_where = total, "save"
 
     def reset_peaks(self) -> None:
         """Start the peaks again from the live bytes now."""
@@ -146,7 +167,7 @@ class MemoryTracker:
                 entry = self._saved.setdefault(key, [t.untyped_storage().nbytes(), 0])
                 entry[1] += 1
                 weakref.finalize(holder, self._release, key)
-                self.sample("save")
+                self._saved_grew()
             return holder
 
         with torch.autograd.graph.saved_tensors_hooks(pack, lambda holder: holder.tensor):

@@ -247,3 +247,18 @@ def prefetch_problems(o: Outcome) -> list[str]:
     return problems
 
 
+
+
+# -- bad input -------------------------------------------------------------------------------------
+def bad_input_problems(o: Outcome) -> list[str]:
+    """Every rank raised TypeError (an optimizer name for a class) or ValueError (a model without
+    blocks), with a message that names the argument."""
+    if o.error is not None:
+        return [o.error]
+    want, words = {"bad_zero": ("TypeError", "optimizer_class"), "bad_fsdp": ("ValueError", "blocks")}[o.case.stage]
+    problems = []
+    for r, rep in enumerate(o.ranks):
+        if rep["raised"] != want[0] or want[1] not in rep["message"]:
+            problems.append(f"rank {r}: raised {rep['raised']}({rep['message'][:150]!r}); expected {want[0]} "
+                            f"naming {want[1]!r}")
+    return problems

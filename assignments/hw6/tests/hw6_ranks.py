@@ -136,6 +136,28 @@ def run_training(case: Case, group) -> dict:
     return report
 
 
+def run_bad_input(case: Case, group) -> dict:
+    """A valid run first (a stub raises there); then the invalid construction must raise (caught here):
+    bad_zero: ZeroOptimizer(params, "adamw", group) (a name, not an optimizer class);
+    bad_fsdp: FullyShardedModel(nn.Linear(3, 3), group) (no `blocks`, no units given)."""
+    from torch import nn
+
+    from minitorch_dist.sharded import FullyShardedModel, ZeroOptimizer
+    run_training(Case("zero1" if case.stage == "bad_zero" else "fsdp", steps=1), group)
+    try:
+        if case.stage == "bad_zero":
+            ZeroOptimizer(build_model(case).parameters(), "adamw", group, lr=0.1)
+        else:
+            FullyShardedModel(nn.Linear(3, 3), group)
+    except NotImplementedError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - reported, judged in the grading process
+        return {"raised": type(exc).__name__, "message": str(exc)}
+    return {"raised": None, "message": ""}
+
+
 def run_cases_on_rank(group, cases: list[Case]) -> list[dict]:
     """Rank code: run every case in order (a stub's error is recorded per kind, others stop the launch)."""
-    return run_case_list(group, cases, run_training, key=lambda c: c.kind)
+    def run_one(case, g):
+        return run_bad_input(case, g) if case.stage.startswith("bad_") else run_training(case, g)
+    return run_case_list(group, cases, run_one, key=lambda c: c.kind)

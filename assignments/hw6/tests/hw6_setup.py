@@ -30,17 +30,20 @@ OPTIMS = {"adamw": (torch.optim.AdamW, {"lr": 0.05, "weight_decay": 0.1}),
           "sgd": (torch.optim.SGD, {"lr": 0.2, "momentum": 0.9})}
 STAGES = ("ddp", "zero1", "zero2", "fsdp")
 ZERO2_BUCKET = 1500                                  # elements per ZeRO-2 bucket (a block and a bit)
-TASK_OF = {"zero1": "task6_1", "zero2": "task6_2", "fsdp": "task6_3", "ddp": "task6_1"}
+TASK_OF = {"zero1": "task6_1", "zero2": "task6_2", "fsdp": "task6_3", "ddp": "task6_1", "bad_zero": "task6_1",
+           "bad_fsdp": "task6_3"}
 
 
 @dataclass(frozen=True)
 class Case:
     """One training run on every rank.
 
-    stage:  "ddp" (the harness's own all-reduce: a baseline), "zero1", "zero2", "fsdp"
+    stage:  "ddp" (the harness's own all-reduce: a baseline), "zero1", "zero2", "fsdp"; "bad_zero",
+            "bad_fsdp" (a valid construction and step, then an invalid construction that must raise)
     optim:  "adamw" or "sgd";  model: "tied", "frozen", "tiny";  dtype: "float64" or "float32"
     prefetch, checkpoint, mixed (bf16 compute): FSDP options;  init "same" or "different" (rank r
-    starts from weights of seed r; rank 0's are the reference's);  steps;  tag: which test looks.
+    starts from weights of seed r; rank 0's are the reference's);  steps;  tag: which test looks;
+    for_task: the task whose tests use the case, when not its own (a baseline run).
     """
 
     stage: str
@@ -53,6 +56,7 @@ class Case:
     init: str = "same"
     steps: int = 3
     tag: str = ""
+    for_task: str = ""
 
     @property
     def kind(self) -> str:
@@ -63,6 +67,8 @@ class Case:
 
     @property
     def task(self) -> str:
+        if self.for_task:
+            return self.for_task
         if self.stage == "fsdp":
             return "task6_5" if self.mixed else "task6_4" if self.checkpoint else "task6_3"
         return TASK_OF[self.stage]
