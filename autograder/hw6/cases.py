@@ -10,6 +10,8 @@ from __future__ import annotations
 from assignments.hw6.tests.hw6_harness import Case, Suite
 
 WORLD_SIZES = (1, 2, 3, 4)
+WORLD_PAIRS = ((1, 2), (3, 4))                 # one test function each (a bug seen only with padding-only ranks
+                                               # still costs a test)
 
 
 def stage_cases(stage: str):
@@ -24,8 +26,10 @@ def stage_cases(stage: str):
 
 
 def float32_cases(stage: str):
-    """The real torch optimizers in float32: bitwise at p = 1, close at p = 3."""
-    return lambda p: [Case(stage, "adamw", "tied", dtype="float32", init="different" if p > 1 else "same")]
+    """float32 with torch.optim.SGD (momentum): ranks that start from different weights hold rank 0's,
+    bitwise, after construction; after 3 steps they are within 1e-5 of one process."""
+    return lambda p: [Case(stage, "sgd", "tied", dtype="float32", init="different", steps=0),
+                      Case(stage, "sgd", "tied", dtype="float32", init="different")]
 
 
 def prefetch_cases(p: int) -> list[Case]:
@@ -47,5 +51,5 @@ ZERO1, ZERO2, FSDP = Suite(stage_cases("zero1")), Suite(stage_cases("zero2")), S
 ZERO1_F32, FSDP_F32 = Suite(float32_cases("zero1")), Suite(float32_cases("fsdp"))
 PREFETCH, CHECKPOINT, MIXED = Suite(prefetch_cases), Suite(checkpoint_cases), Suite(mixed_cases)
 BAD = Suite(lambda p: [Case("bad_zero"), Case("bad_fsdp")])
-SIM = Suite(lambda p: [Case("zero2", "adamw", "tied"), Case("fsdp", "adamw", "tied", prefetch=True)], backend="sim")
-MPI = Suite(lambda p: [Case("zero1", "sgd", "frozen"), Case("fsdp", "adamw", "tied", checkpoint=True)], backend="mpi")
+SIM = Suite(lambda p: [Case("fsdp", "adamw", "frozen", prefetch=True)], backend="sim")
+MPI = Suite(lambda p: [Case("fsdp", "sgd", "tied", checkpoint=True)], backend="mpi")

@@ -54,7 +54,7 @@ class Case:
     checkpoint: bool = False
     mixed: bool = False
     init: str = "same"
-    steps: int = 3
+    steps: int = 2
     tag: str = ""
     for_task: str = ""
 
