@@ -99,7 +99,7 @@ def run_training(case: Case, group) -> dict:
     model, opt, fsdp = build(case, group, times)
     _time_backward(fsdp.module if fsdp is not None else model, group, times)
     tracker = times["tracker"] = MemoryTracker(model, opt)
-    steps, losses = [], []
+    steps, losses, grad_dtypes = [], [], []
     for step in range(case.steps):
         x, y = batch(case, step, group.rank, group.size)
         tracker.reset_peaks()
