@@ -15,7 +15,8 @@ Four categories, counted by storage (a view and its base count once, a tied weig
   activations  the tensors autograd saved for backward inside saved_activations(), by storage,
                from the moment they are saved until autograd lets them go; storages already
                counted as params are not counted again
-A storage counts its current size (untyped_storage().nbytes()): one resized to 0 counts 0.
+A storage counts its current size (untyped_storage().nbytes()): one resized to 0 counts 0; a
+DTensor (torch FSDP2) counts its local shard.
 Samples are taken by sample(), and automatically before and after the forward of every module
 of `model` (so the peak sees a unit while it is gathered); a saved tensor updates the activations.
 The attribute names holding tensors are read when the tracker is built: build it after wrapping.
@@ -33,7 +34,14 @@ from torch import nn
 CATEGORIES = ("params", "grads", "optimizer", "activations")
 
 
+def _local(t: torch.Tensor) -> torch.Tensor:
+    """A DTensor (torch's FSDP2 parameters and their state) counts as its local shard."""
+    to_local = getattr(t, "to_local", None)
+    return to_local() if callable(to_local) else t
+
+
 def _storage_key(t: torch.Tensor) -> tuple:
+    t = _local(t)
     s = t.untyped_storage()
     return (t.device.type, s.data_ptr(), id(s)) if s.data_ptr() == 0 else (t.device.type, s.data_ptr())
 
@@ -47,7 +55,7 @@ def storage_bytes(tensors) -> int:
         key = _storage_key(t)
         if key not in seen:
             seen.add(key)
-            total += t.untyped_storage().nbytes()
+            total += _local(t).untyped_storage().nbytes()
     return total
 
 
