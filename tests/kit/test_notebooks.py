@@ -34,6 +34,7 @@ pytest.importorskip("nbgrader")
 from tools.notebooks_src import hw1 as hw1_src  # noqa: E402
 from tools.notebooks_src import hw2 as hw2_src  # noqa: E402
 from tools.notebooks_src import hw4 as hw4_src  # noqa: E402
+from tools.notebooks_src import hw6 as hw6_src  # noqa: E402
 from tools.notebooks_src import lecture01 as lecture01_src  # noqa: E402
 from tools.notebooks_src import lecture02 as lecture02_src  # noqa: E402
 from tools.notebooks_src import lecture04 as lecture04_src  # noqa: E402
@@ -96,6 +97,11 @@ HOMEWORKS = {
         no_package={"test_tp_vs_dp_bytes": 2, "test_params_per_rank": 2, "test_when_tp_pays": 3},
         needs_package={"test_compare_block": 3, "test_measure_step": 3, "test_sim_times": 3, "test_tp_pays_off": 1},
         solution_cells=7, handout="assignments/hw4/README.md"),
+    "hw6": Homework(
+        source=hw6_src,
+        no_package={"test_memory_per_rank": 3, "test_bytes_per_step": 2},
+        needs_package={"test_memory_vs_n": 3, "test_traffic_vs_stage": 3},
+        solution_cells=4, handout="assignments/hw6/README.md"),
 }
 LECTURES = {
     "lecture01": Lecture(lecture01_src, figures=4, expected=(

@@ -34,6 +34,7 @@ CELLS = [
 
     import matplotlib.pyplot as plt
     import torch
+    import torch._dynamo  # noqa: F401  (an optimizer imports it: once here, not in every forked rank)
     import torch.nn.functional as F
 
     from minitorch_dist import RankError, cost_model, launch
