@@ -86,8 +86,8 @@ def _full_params(case, group, model, fsdp) -> dict:
     for unit in fsdp.units:
         gathered = group.all_gather(unit.shard.detach().contiguous())
         start = "" if unit.spec.module is fsdp.module else unit.spec.name + "."
-        for slot, view in zip(unit.spec.slots, unit.layout.views(gathered)):
-            out[start + slot.name] = view.clone()
+        views = unit.layout.views(gathered)                      # one per slot, in order
+        out.update({start + s.name: views[k].clone() for k, s in enumerate(unit.spec.slots)})
     for n, q in fsdp.module.named_parameters():
         out.setdefault(n, q.detach().clone())
     return out
