@@ -98,6 +98,7 @@ class ZeroOptimizer:
             raise ValueError("a sharded optimizer's step takes no closure: run forward and backward first")
         self.reduce_gradients()
         self.optim.step()
+        self.shard.grad = None                                   # its bytes are not needed until the next step
         self.gather_parameters()
 
     def zero_grad(self, set_to_none: bool = True) -> None:
