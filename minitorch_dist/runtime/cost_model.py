@@ -14,7 +14,8 @@ Contents, simplest first:
     algorithm_bandwidth, bus_bandwidth     nccl-tests' algbw and busbw
 (Measuring alpha and beta is homework 1's task 1.1: minitorch_dist.collectives.ping_pong.)
 Tensor parallelism (tp_step_all_reduces, tp_step_traffic, tp_parameters_per_rank, tp_step_time,
-...): cost_model_tp.py, re-exported at the end of this file.
+...): cost_model_tp.py; ZeRO and FSDP (zero_memory_per_rank, zero_step_bytes): cost_model_zero.py;
+both re-exported at the end of this file.
 
 Non-powers of two (MPICH): q = largest power of two <= p, r = p - q. The first 2r
 ranks pair up, the even ones hand their buffer to their odd neighbour and sit out,
@@ -224,3 +225,6 @@ def bus_bandwidth(op: str, p: int, n_bytes: float, seconds: float) -> float:
 from .cost_model_tp import (TPAllReduce, TPStepTime, TPTraffic, tp_activation_bytes_per_rank,  # noqa: E402, F401
                             tp_all_reduce_counts, tp_flops_per_step, tp_parameters_per_rank, tp_step_all_reduces,
                             tp_step_time, tp_step_traffic)
+
+
+from .cost_model_zero import STAGES as ZERO_STAGES, zero_memory_per_rank, zero_step_bytes  # noqa: E402,F401

@@ -36,10 +36,12 @@ from tools.notebooks_src import hw1 as hw1_src  # noqa: E402
 from tools.notebooks_src import hw2 as hw2_src  # noqa: E402
 from tools.notebooks_src import hw3 as hw3_src  # noqa: E402
 from tools.notebooks_src import hw4 as hw4_src  # noqa: E402
+from tools.notebooks_src import hw6 as hw6_src  # noqa: E402
 from tools.notebooks_src import lecture01 as lecture01_src  # noqa: E402
 from tools.notebooks_src import lecture02 as lecture02_src  # noqa: E402
 from tools.notebooks_src import lecture03 as lecture03_src  # noqa: E402
 from tools.notebooks_src import lecture04 as lecture04_src  # noqa: E402
+from tools.notebooks_src import lecture06 as lecture06_src  # noqa: E402
 from tools.notebooks_src._nb import render  # noqa: E402
 from tools.overlay import ROOT  # noqa: E402
 from tools.release import leaks_in_text, readable_text  # noqa: E402
@@ -104,6 +106,11 @@ HOMEWORKS = {
         no_package={"test_tp_vs_dp_bytes": 2, "test_params_per_rank": 2, "test_when_tp_pays": 3},
         needs_package={"test_compare_block": 3, "test_measure_step": 3, "test_sim_times": 3, "test_tp_pays_off": 1},
         solution_cells=7, handout="assignments/hw4/README.md"),
+    "hw6": Homework(
+        source=hw6_src,
+        no_package={"test_memory_per_rank": 3, "test_bytes_per_step": 2},
+        needs_package={"test_memory_vs_n": 3, "test_traffic_vs_stage": 3},
+        solution_cells=4, handout="assignments/hw6/README.md"),
 }
 LECTURES = {
     "lecture01": Lecture(lecture01_src, figures=4, expected=(
@@ -118,6 +125,9 @@ LECTURES = {
     "lecture04": Lecture(lecture04_src, figures=3, expected=(
         "max |partial0 + partial1 - Y|", "TP block equals the dense block on every rank",
         "one all-reduce forward and one backward per MLP: True", "TP / DP")),
+    "lecture06": Lecture(lecture06_src, figures=2, expected=(
+        "ZeRO memory table (GB): 120.0 31.4 16.6 1.9", "tracker matches the cost model within",
+        "FSDP / DDP bytes per step: 1.50")),
 }
 SOURCES = {**{name: lec.source for name, lec in LECTURES.items()}, **{hw: h.source for hw, h in HOMEWORKS.items()}}
 SECRET_MARKERS = ("BEGIN SOLUTION", "END SOLUTION", "BEGIN HIDDEN TESTS", "END HIDDEN TESTS")

@@ -161,3 +161,18 @@ def test_cost_model_imports_by_the_name_the_docs_use():
     import minitorch_dist
     module = importlib.import_module("minitorch_dist.cost_model")
     assert module is minitorch_dist.cost_model and callable(module.all_reduce_costs)
+
+
+def test_zero_memory_table_of_the_paper():
+    """7.5B parameters, mixed-precision Adam, 64 ranks: 120, 31.4, 16.6 and 1.9 GB per rank."""
+    got = cm.zero_memory_per_rank(7.5e9, 64)
+    assert [round(got[s] / 1e9, 1) for s in cm.ZERO_STAGES] == [120.0, 31.4, 16.6, 1.9]
+    assert cm.zero_memory_per_rank(100, 1) == dict.fromkeys(cm.ZERO_STAGES, 1600)
+    with pytest.raises(ValueError):
+        cm.zero_memory_per_rank(100, 0)
+
+
+def test_zero_step_bytes():
+    got = cm.zero_step_bytes(1200, 4)
+    assert got == {"ddp": 1800, "zero1": 1800, "zero2": 1800, "zero3": 2700}
+    assert cm.zero_step_bytes(1200, 1)["zero3"] == 0
