@@ -19,7 +19,7 @@ CELLS = [
 
     This notebook is the analysis half of homework 6. The code half is the package: fill in
     `minitorch_dist/sharded/` first (tasks 6.1-6.5; `assignments/hw6/README.md`, public tests with
-    `pytest assignments/hw6/tests -m task6_3` and so on). Part B calls **your** `ZeroOptimizer`,
+    `.venv/bin/python -m pytest assignments/hw6/tests -m task6_3` and so on). Part B calls **your** `ZeroOptimizer`,
     `Zero2Optimizer` and `FullyShardedModel`, so it only works once those do.
 
     Run it from the repository root: `.venv/bin/jupyter lab assignments/hw6/hw6_sharded.ipynb`. It runs

@@ -13,13 +13,10 @@ CELLS = [
     md(r"""
     # Lecture 6: sharded data parallelism (ZeRO-1, ZeRO-2, FSDP)
 
-    **How to run this notebook.** It imports `minitorch_dist.sharded` (homework 6) and
-    `minitorch_dist.tensor_parallel` (homework 4), and never re-defines them. Until your homework passes,
-    run it against the reference implementation (from the repository root):
-
-    ```bash
-    python -m tools.overlay solutions -- .venv/bin/jupyter lab lectures/06_sharded.ipynb
-    ```
+    **How to run this notebook.** It imports `minitorch_dist.sharded`, the code you write in homework 6,
+    and never re-defines it. Your copy shows the outputs of the course's run on the reference
+    implementation, so you can read it now. Once your homework passes its public tests, run it yourself
+    on *your* code from the kit's root: `.venv/bin/jupyter lab lectures/06_sharded.ipynb`.
 
     **Plan.** Data parallelism keeps a whole copy of the parameters, the gradients and the optimizer state
     on every rank. ZeRO (Rajbhandari et al. 2020) shards them, one stage at a time; FSDP is its third stage.
@@ -51,7 +48,7 @@ CELLS = [
     except RankError as err:
         if err.exc_type == "NotImplementedError":
             raise RuntimeError("minitorch_dist.sharded holds the HW6 stubs; run this notebook through "
-                               "`python -m tools.overlay solutions -- ...` (see the first cell)") from None
+                               "the reference (your copy shows its outputs); write homework 6 first (assignments/hw6/README.md)") from None
         raise
     """),
     md(r"""
