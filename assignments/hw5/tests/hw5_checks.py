@@ -17,15 +17,12 @@ from __future__ import annotations
 
 from assignments.common.rank_runs import judge  # noqa: F401 (the tests import it from here)
 from assignments.hw5.tests.hw5_harness import Outcome
-from assignments.hw5.tests.hw5_setup import GENERATOR_SIZES, STAGE_TIME, STEPS, reference, reference_losses
+from assignments.hw5.tests.hw5_setup import (GENERATOR_SIZES, STAGE_TIME, STEPS, expected_lanes, expected_order, schedule_of,
+                                             reference, reference_losses)
 from minitorch_dist.pipeline.stage import MAX_MICROBATCHES
 from minitorch_dist.pipeline.validate import ScheduleError, validate_schedule
 
 TOL = 1e-9
-
-
-def _schedule_of(kind: str) -> str:
-    return "1f1b" if kind.endswith("1f1b") else "boundary" if kind == "boundary" else "gpipe"
 
 
 def exact_problems(o: Outcome) -> list[str]:
@@ -82,22 +79,11 @@ def trace_order(events) -> list[str]:
     return list(dict.fromkeys(mark for _, mark in sorted(marks, key=lambda x: x[0])))
 
 
-def expected_order(schedule: str, j: int, p: int, m: int) -> list[str]:
-    """F/B order of stage j: GPipe, 1F1B, or one micro-batch at a time ("boundary")."""
-    if schedule == "boundary":
-        return [f"{k}{i}" for i in range(m) for k in "FB"]
-    if schedule == "gpipe":
-        return [f"F{i}" for i in range(m)] + [f"B{i}" for i in range(m)]
-    warm = min(p - j - 1, m)
-    steady = [x for k in range(m - warm) for x in (f"F{warm + k}", f"B{k}")]
-    return [f"F{i}" for i in range(warm)] + steady + [f"B{i}" for i in range(m - warm, m)]
-
-
 def order_problems(o: Outcome) -> list[str]:
     """The first step's forwards and backwards on each rank, read from the trace, in the schedule's order."""
     if o.error is not None:
         return [o.error]
-    schedule, problems = _schedule_of(o.case.kind), []
+    schedule, problems = schedule_of(o.case.kind), []
     for j, rep in enumerate(o.ranks):
         got, want = trace_order(rep["events"]), expected_order(schedule, j, o.p, o.case.m)
         if o.p > 1 and got != want:
@@ -123,7 +109,7 @@ def memory_problems(o: Outcome) -> list[str]:
             why = {"ckpt": "with checkpointing a stage keeps only inputs and recomputes one micro-batch at a time",
                    "1f1b": f"1F1B keeps at most p - j = {o.p - j} micro-batches alive on stage {j}",
                    "gpipe": "GPipe keeps every micro-batch alive until the backwards"}
-            key = "ckpt" if o.case.kind.startswith("ckpt") else _schedule_of(o.case.kind)
+            key = "ckpt" if o.case.kind.startswith("ckpt") else schedule_of(o.case.kind)
             problems.append(f"rank {j}: autograd held up to {max(live):.2f} micro-batches of saved activations "
                             f"({max(rep['peaks'])} bytes, {rep['one']} per micro-batch); expected {want}: "
                             f"{why.get(key, 'one micro-batch at a time')}")
@@ -160,17 +146,6 @@ def bad_batch_problems(o: Outcome) -> list[str]:
     return problems
 
 
-def _expand(order: list[str], j: int, p: int) -> list[str]:
-    lane = []
-    for mark in order:
-        i = mark[1:]
-        if mark[0] == "F":
-            lane += ([f"RECV_F{i}"] if j > 0 else []) + [mark] + ([f"SEND_F{i}"] if j < p - 1 else [])
-        else:
-            lane += ([f"RECV_B{i}"] if j < p - 1 else []) + [mark] + ([f"SEND_B{i}"] if j > 0 else [])
-    return lane
-
-
 def generator_problems(o: Outcome) -> list[str]:
     """Each generated schedule is valid (validate_schedule) and is exactly GPipe's / 1F1B's actions."""
     if o.error is not None:
@@ -184,7 +159,7 @@ def generator_problems(o: Outcome) -> list[str]:
             except (ScheduleError, ValueError) as exc:
                 problems.append(f"{name}_schedule({p}, {m}) is not valid: {exc}")
                 continue
-            want = [_expand(expected_order(name, j, p, m), j, p) for j in range(p)]
+            want = expected_lanes(name, p, m)
             for j in range(p):
                 if lanes[j] != want[j]:
                     problems.append(f"{name}_schedule({p}, {m}), rank {j}: {' '.join(lanes[j])}; expected "

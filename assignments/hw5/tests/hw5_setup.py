@@ -128,3 +128,34 @@ def reference_losses(name: str, m: int) -> list[float]:
         opt.step()
         losses.append(loss.item())
     return losses
+
+
+def schedule_of(kind: str) -> str:
+    """The order a case's kind runs in: "gpipe", "1f1b" or "boundary" (one micro-batch at a time)."""
+    return "1f1b" if kind.endswith("1f1b") else "boundary" if kind == "boundary" else "gpipe"
+
+
+def expected_order(schedule: str, j: int, p: int, m: int) -> list[str]:
+    """F/B order of stage j: GPipe, 1F1B, or one micro-batch at a time ("boundary")."""
+    if schedule == "boundary":
+        return [f"{k}{i}" for i in range(m) for k in "FB"]
+    if schedule == "gpipe":
+        return [f"F{i}" for i in range(m)] + [f"B{i}" for i in range(m)]
+    warm = min(p - j - 1, m)
+    steady = [x for k in range(m - warm) for x in (f"F{warm + k}", f"B{k}")]
+    return [f"F{i}" for i in range(warm)] + steady + [f"B{i}" for i in range(m - warm, m)]
+
+
+def expected_lanes(schedule: str, p: int, m: int) -> list[list[str]]:
+    """Every rank's actions as text: expected_order with each F and B wrapped in its messages."""
+    lanes = []
+    for j in range(p):
+        lane = []
+        for mark in expected_order(schedule, j, p, m):
+            i = mark[1:]
+            if mark[0] == "F":
+                lane += ([f"RECV_F{i}"] if j > 0 else []) + [mark] + ([f"SEND_F{i}"] if j < p - 1 else [])
+            else:
+                lane += ([f"RECV_B{i}"] if j < p - 1 else []) + [mark] + ([f"SEND_B{i}"] if j > 0 else [])
+        lanes.append(lane)
+    return lanes
