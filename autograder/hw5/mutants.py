@@ -112,7 +112,8 @@ def task_share(results: dict, task: str) -> tuple[float, float, str]:
         total += t["max_score"]
         lost += t["max_score"] - t["score"]
         if t["score"] < t["max_score"] and not first:
-            lines = [x for x in t["output"].splitlines() if x.strip() and "cases passed" not in x and x != "Failed."]
+            lines = [x for x in t["output"].splitlines() if x.strip() and "cases passed" not in x and x != "Failed."
+                     and not x.rstrip().endswith("cases failed:")]
             first = f"{t['name'].rsplit(': ', 1)[-1]}: {lines[1][:150] if len(lines) > 1 else ''}"
     return lost, total, first
 

@@ -172,7 +172,7 @@ def test_the_subprocess_runner_grades_too(tmp_path, marked_env):
     assert results["score"] == 1 and results["extra_data"]["runner"] == "subprocess"
 
 
-HOMEWORKS = ["hw1", "hw2", "hw3", "hw4"]
+HOMEWORKS = ["hw1", "hw2", "hw3", "hw4", "hw5"]
 
 
 def real_suites(hw):
