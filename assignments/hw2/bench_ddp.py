@@ -11,7 +11,8 @@ DistributedDataParallel with the same bucket size (bucket_cap_mb), and a local m
 not communicate at all (the compute floor). torch DDP needs torch.distributed's default
 process group, which our runtime never creates (each Group owns its own gloo process group):
 rank 0 hosts a TCPStore on a free port, the port goes to every rank with our broadcast, and
-init_process_group("gloo", store=...) joins it; the group is destroyed at the end.
+init_process_group("gloo", store=...) joins it; the group is destroyed at the end
+(assignments/common/torch_group.py, shared with homework 5's benchmark).
 
 One step: zero grads, forward, backward, finish_gradient_synchronization, SGD step, on this
 rank's part of the same global batch. Each timed step starts after a barrier and keeps the
@@ -29,13 +30,12 @@ import os
 import statistics
 import sys
 import time
-from contextlib import contextmanager
 
 import torch
-import torch.distributed as dist
 import torch.nn.functional as F
 import torch._dynamo  # noqa: F401  (an optimizer's constructor imports it: once here, not in each forked rank)
 
+from assignments.common.torch_group import torch_default_group
 from minitorch_dist import launch
 from minitorch_dist.data import global_batches, local_part, make_classification
 from minitorch_dist.data_parallel import AllReduceDDP, BucketedDDP, OverlapDDP
@@ -46,32 +46,6 @@ LABELS = {"local": "local (no comm)", "allreduce": "AllReduceDDP 2.2", "overlap"
           "bucketed": "BucketedDDP 2.4", "torch_ddp": "torch DDP"}
 TARGET = 1.15          # the issue's target for BucketedDDP / torch DDP on gloo
 TOLERANCE = 1e-4       # max |param - torch DDP's| after the run (float32, different summation order)
-
-
-@contextmanager
-def torch_default_group(group):
-    """torch.distributed's default process group (gloo) over the ranks of `group`, for this block.
-
-    Rank 0 hosts a TCPStore on a port the OS picks (no fixed port, no race for it) and
-    broadcasts the port with our own group; MASTER_ADDR names rank 0's host (default 127.0.0.1).
-    """
-    if dist.is_initialized():            # someone else's (e.g. under torchrun): use it as it is
-        if dist.get_world_size() != group.size:
-            raise RuntimeError(f"rank {group.rank}: torch.distributed is already initialised with "
-                               f"{dist.get_world_size()} ranks, but the group has {group.size}")
-        yield
-        return
-    host = os.environ.get("MASTER_ADDR", "127.0.0.1")
-    store = dist.TCPStore(host, 0, group.size, True, wait_for_workers=False) if group.rank == 0 else None
-    port = torch.tensor([store.port if store is not None else 0], dtype=torch.int64)
-    group.broadcast(port, src=0)
-    if store is None:
-        store = dist.TCPStore(host, int(port), group.size, False)
-    dist.init_process_group("gloo", store=store, rank=group.rank, world_size=group.size)
-    try:
-        yield
-    finally:
-        dist.destroy_process_group()
 
 
 def build(version: str, group, cfg: dict):
