@@ -37,6 +37,7 @@ from tools.notebooks_src import hw4 as hw4_src  # noqa: E402
 from tools.notebooks_src import lecture01 as lecture01_src  # noqa: E402
 from tools.notebooks_src import lecture02 as lecture02_src  # noqa: E402
 from tools.notebooks_src import lecture04 as lecture04_src  # noqa: E402
+from tools.notebooks_src import lecture05 as lecture05_src  # noqa: E402
 from tools.notebooks_src._nb import render  # noqa: E402
 from tools.overlay import ROOT  # noqa: E402
 from tools.release import leaks_in_text, readable_text  # noqa: E402
@@ -105,6 +106,9 @@ LECTURES = {
     "lecture04": Lecture(lecture04_src, figures=3, expected=(
         "max |partial0 + partial1 - Y|", "TP block equals the dense block on every rank",
         "one all-reduce forward and one backward per MLP: True", "TP / DP")),
+    "lecture05": Lecture(lecture05_src, figures=2, expected=(
+        "every step time equals (m+p-1)(t_f+t_b)", "1F1B: step 27 ms = (m+p-1)(t_f+t_b) = 27 ms",
+        "1F1B keeps at most p - j micro-batches on stage j; GPipe keeps m", "the slowest stage sets the pace")),
 }
 SOURCES = {**{name: lec.source for name, lec in LECTURES.items()}, **{hw: h.source for hw, h in HOMEWORKS.items()}}
 SECRET_MARKERS = ("BEGIN SOLUTION", "END SOLUTION", "BEGIN HIDDEN TESTS", "END HIDDEN TESTS")
