@@ -66,7 +66,8 @@ def _check_order(j: int, p: int, m: int, lane: list[Action], seen) -> None:
     for i in range(m):
         for kind in ("F", "B", "RECV_F", "SEND_F", "RECV_B", "SEND_B"):
             if _needs(kind, j, p) and (kind, i) not in seen:
-                what = {"B": f"F{i} has no backward", "F": f"micro-batch {i} has no forward"}.get(kind, "missing")
+                what = {"B": f"F{i} has no backward", "F": f"micro-batch {i} has no forward"}.get(
+                    kind, f"micro-batch {i} has no {kind} action")
                 raise ScheduleError(f"rank {j}: {what} ({kind}{i}); every rank runs F, B and its messages for "
                                     f"each of the {m} micro-batches")
     for pos, a in enumerate(lane):

@@ -3,6 +3,7 @@
     .venv/bin/python -m pytest tests/kit/test_notebooks.py              # ~4-6 min on 2 cores (hw2 ~3)
     .venv/bin/python -m pytest tests/kit/test_notebooks.py -k "hw2 or lecture02"   # one homework and its lecture
     .venv/bin/python -m pytest tests/kit/test_notebooks.py -k "hw4 or lecture04"   # ~3 min on 2 cores
+    .venv/bin/python -m pytest tests/kit/test_notebooks.py -k "hw5 or lecture05"
 
 Every homework in HOMEWORKS and every lecture in LECTURES gets the same checks:
 
@@ -34,6 +35,7 @@ pytest.importorskip("nbgrader")
 from tools.notebooks_src import hw1 as hw1_src  # noqa: E402
 from tools.notebooks_src import hw2 as hw2_src  # noqa: E402
 from tools.notebooks_src import hw4 as hw4_src  # noqa: E402
+from tools.notebooks_src import hw5 as hw5_src  # noqa: E402
 from tools.notebooks_src import lecture01 as lecture01_src  # noqa: E402
 from tools.notebooks_src import lecture02 as lecture02_src  # noqa: E402
 from tools.notebooks_src import lecture04 as lecture04_src  # noqa: E402
@@ -96,6 +98,11 @@ HOMEWORKS = {
         no_package={"test_tp_vs_dp_bytes": 2, "test_params_per_rank": 2, "test_when_tp_pays": 3},
         needs_package={"test_compare_block": 3, "test_measure_step": 3, "test_sim_times": 3, "test_tp_pays_off": 1},
         solution_cells=7, handout="assignments/hw4/README.md"),
+    "hw5": Homework(
+        source=hw5_src,
+        no_package={"test_bubble": 2, "test_messages": 2, "test_live": 2},
+        needs_package={"test_check_gpipe": 3, "test_sim_speedup": 3, "test_peak_memory": 2},
+        solution_cells=6, handout="assignments/hw5/README.md"),
 }
 LECTURES = {
     "lecture01": Lecture(lecture01_src, figures=4, expected=(
