@@ -18,14 +18,14 @@ def by_task(tasks):
     return [pytest.param(task, marks=getattr(pytest.mark, task), id=task) for task in tasks]
 
 
-@pytest.mark.points(4)
+@pytest.mark.points(6)
 @pytest.mark.parametrize("task", by_task(KINDS))
 def test_bubble_on_sim(task):
     judge([o for p in SIM_SIZES for o in SIM.outcomes(p, KINDS[task])], timing_problems, *TRAINING_CHECKS[:2])
 
 
 @pytest.mark.mpi
-@pytest.mark.points(3)
+@pytest.mark.points(4)
 @pytest.mark.time_limit(120)
 @pytest.mark.parametrize("task", by_task(("task5_2", "task5_3")))
 def test_on_mpi(task):

@@ -15,7 +15,7 @@ from autograder.hw5.cases import BOUNDARY, TRAINING_CHECKS
 
 
 @pytest.mark.task5_1
-@pytest.mark.points(6)
+@pytest.mark.points(18)
 @pytest.mark.parametrize("p", [2, 3, 4])
 def test_boundary_send_recv_forward_backward(p):
     judge(BOUNDARY.outcomes(p, "boundary"), *TRAINING_CHECKS)

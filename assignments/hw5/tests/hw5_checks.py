@@ -80,9 +80,12 @@ def trace_order(events) -> list[str]:
 
 
 def order_problems(o: Outcome) -> list[str]:
-    """The first step's forwards and backwards on each rank, read from the trace, in the schedule's order."""
+    """The first step's forwards and backwards on each rank, read from the trace, in the schedule's order
+    (on gloo and mpi; on sim a send and a receive often share one instant, so their order is not told)."""
     if o.error is not None:
         return [o.error]
+    if o.backend == "sim":
+        return []
     schedule, problems = schedule_of(o.case.kind), []
     for j, rep in enumerate(o.ranks):
         got, want = trace_order(rep["events"]), expected_order(schedule, j, o.p, o.case.m)
