@@ -1,5 +1,9 @@
 """Seeded bugs of homework 5: small patches against solutions/, each expected to cost its task points.
 
+The same bugs are in the kit's mutation-suite format in autograder/mutants/hw5/*.patch (task, what,
+unified diff); once the suite's runner is on this branch (`python -m autograder.mutants hw5`), this
+module can go.
+
     .venv/bin/python -m autograder.hw5.mutants            # grade every mutant, print what each loses
     .venv/bin/python -m autograder.hw5.mutants warmup     # the mutants whose name contains "warmup"
 
