@@ -34,7 +34,7 @@ END = re.compile(r"^\s*# END SOLUTION\s*$")
 DEF = re.compile(r"^(?P<indent>\s*)(async\s+)?def\s+(?P<name>\w+)\s*\(")
 HANDOUT = {"HW1": "assignments/hw1/README.md", "HW2": "assignments/hw2/README.md",
            "HW3": "assignments/hw3/README.md", "HW4": "assignments/hw4/README.md",
-           "HW6": "assignments/hw6/README.md"}
+           "HW5": "assignments/hw5/README.md", "HW6": "assignments/hw6/README.md"}
 
 
 class MarkerError(ValueError):

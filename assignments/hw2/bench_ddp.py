@@ -11,7 +11,8 @@ DistributedDataParallel with the same bucket size (bucket_cap_mb), and a local m
 not communicate at all (the compute floor). torch DDP needs torch.distributed's default
 process group, which our runtime never creates (each Group owns its own gloo process group):
 rank 0 hosts a TCPStore on a free port, the port goes to every rank with our broadcast, and
-init_process_group("gloo", store=...) joins it; the group is destroyed at the end.
+init_process_group("gloo", store=...) joins it; the group is destroyed at the end
+(minitorch_dist/runtime/torch_group.py, shared with the benchmarks of homeworks 3 and 5).
 
 One step: zero grads, forward, backward, finish_gradient_synchronization, SGD step, on this
 rank's part of the same global batch. Each timed step starts after a barrier and keeps the

@@ -237,6 +237,7 @@ def test_a_concurrent_grading_cannot_be_sabotaged(tmp_path):
     ("hw2", "2.2", "ddp.py", "return"),
     ("hw3", "3.3", "error_feedback.py", "raise RuntimeError('wrong on purpose')"),
     ("hw4", "4.1", "comm.py", "raise RuntimeError('wrong on purpose')"),
+    ("hw5", "5.3", "one_f_one_b.py", "raise RuntimeError('wrong on purpose')"),
 ])
 def test_forging_scores_no_more_than_the_wrong_code_on_every_homework(tmp_path, homework, task, file, ending):
     """The same wrong code with and without the forging attack: the attack never adds a point."""

@@ -4,6 +4,7 @@
     .venv/bin/python -m pytest tests/kit/test_notebooks.py -k "hw2 or lecture02"   # one homework and its lecture
     .venv/bin/python -m pytest tests/kit/test_notebooks.py -k "hw3 or lecture03"   # ~4 min on 2 busy cores
     .venv/bin/python -m pytest tests/kit/test_notebooks.py -k "hw4 or lecture04"   # ~3 min on 2 cores
+    .venv/bin/python -m pytest tests/kit/test_notebooks.py -k "hw5 or lecture05"
 
 Every homework in HOMEWORKS and every lecture in LECTURES gets the same checks:
 
@@ -36,11 +37,13 @@ from tools.notebooks_src import hw1 as hw1_src  # noqa: E402
 from tools.notebooks_src import hw2 as hw2_src  # noqa: E402
 from tools.notebooks_src import hw3 as hw3_src  # noqa: E402
 from tools.notebooks_src import hw4 as hw4_src  # noqa: E402
+from tools.notebooks_src import hw5 as hw5_src  # noqa: E402
 from tools.notebooks_src import hw6 as hw6_src  # noqa: E402
 from tools.notebooks_src import lecture01 as lecture01_src  # noqa: E402
 from tools.notebooks_src import lecture02 as lecture02_src  # noqa: E402
 from tools.notebooks_src import lecture03 as lecture03_src  # noqa: E402
 from tools.notebooks_src import lecture04 as lecture04_src  # noqa: E402
+from tools.notebooks_src import lecture05 as lecture05_src  # noqa: E402
 from tools.notebooks_src import lecture06 as lecture06_src  # noqa: E402
 from tools.notebooks_src._nb import render  # noqa: E402
 from tools.overlay import ROOT  # noqa: E402
@@ -106,6 +109,11 @@ HOMEWORKS = {
         no_package={"test_tp_vs_dp_bytes": 2, "test_params_per_rank": 2, "test_when_tp_pays": 3},
         needs_package={"test_compare_block": 3, "test_measure_step": 3, "test_sim_times": 3, "test_tp_pays_off": 1},
         solution_cells=7, handout="assignments/hw4/README.md"),
+    "hw5": Homework(
+        source=hw5_src,
+        no_package={"test_bubble": 2, "test_messages": 2, "test_live": 2},
+        needs_package={"test_check_gpipe": 3, "test_sim_speedup": 3, "test_peak_memory": 2},
+        solution_cells=6, handout="assignments/hw5/README.md"),
     "hw6": Homework(
         source=hw6_src,
         no_package={"test_memory_per_rank": 3, "test_bytes_per_step": 2},
@@ -125,6 +133,9 @@ LECTURES = {
     "lecture04": Lecture(lecture04_src, figures=3, expected=(
         "max |partial0 + partial1 - Y|", "TP block equals the dense block on every rank",
         "one all-reduce forward and one backward per MLP: True", "TP / DP")),
+    "lecture05": Lecture(lecture05_src, figures=2, expected=(
+        "every step time equals (m+p-1)(t_f+t_b)", "1F1B: step 27 ms = (m+p-1)(t_f+t_b) = 27 ms",
+        "1F1B keeps at most p - j micro-batches on stage j; GPipe keeps m", "the slowest stage sets the pace")),
     "lecture06": Lecture(lecture06_src, figures=2, expected=(
         "ZeRO memory table (GB): 120.0 31.4 16.6 1.9", "tracker matches the cost model within",
         "FSDP / DDP bytes per step: 1.50")),

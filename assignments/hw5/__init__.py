@@ -1,0 +1,1 @@
+"""Homework 5: pipeline parallelism."""

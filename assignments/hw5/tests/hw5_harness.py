@@ -1,0 +1,29 @@
+"""Homework 5 test harness: run cases on ranks and bring back what they computed.
+
+    python -m pytest assignments/hw5/tests                 # every public test
+    python -m pytest assignments/hw5/tests -m task5_2      # one task's tests
+
+A test describes a run as a Case (hw5_setup.py: which schedule, which model, m). The harness runs
+a list of cases on p ranks (stage j on rank j) in one launch, gloo by default (sim and mpi too),
+traced, without the provided collectives (a pipeline only sends and receives). Each rank trains its
+stage STEPS steps and reports its parameters, losses, messages, the first step's trace, the bytes
+autograd saved and step times (hw5_ranks.py); the verdict is taken in the grading process
+(hw5_checks.py) against the whole model trained on the whole batch in one process.
+
+Files: hw5_setup.py (models, data, cases, reference), hw5_memory.py (saved-tensor hooks),
+hw5_ranks.py (rank code), this file (launching, suites), hw5_checks.py (the verdict), and
+assignments/common/rank_runs.py and case_suites.py (shared by every homework).
+"""
+
+from __future__ import annotations
+
+from assignments.common import case_suites
+from assignments.hw5.tests.hw5_ranks import run_cases_on_rank
+from assignments.hw5.tests.hw5_setup import Case
+
+HW5_LAUNCH = {"collectives": False, "trace": True}
+__all__ = ["Case", "Outcome", "run_cases", "Suite"]
+Outcome = case_suites.Outcome
+
+
+run_cases, Suite = case_suites.bind(run_cases_on_rank, **HW5_LAUNCH)

@@ -1,0 +1,1 @@
+"""Hidden tests of homework 5 (pipeline parallelism); never shipped to students."""
