@@ -255,3 +255,17 @@ def judge(outcomes, *checks) -> None:
         skipped = "".join(f"\n{k} case{'s' * (k > 1)} {text}" for text, k in not_run.items())
         fail(f"{len(bad) + sum(not_run.values())} of {len(outcomes)} cases failed:"
              + "".join("\n" + b for b in bad[:MAX_SHOWN]) + more + skipped)
+
+
+def attempt(fn, what: str | None = None) -> dict:
+    """Run fn() on a rank and report whether it raised, for a bad-input check judged in the grading
+    process: {"raised": the exception's class name or None, "message": its text} (with "what" first
+    when given). A stub's NotImplementedError is not caught: the stub memo records it."""
+    head = {} if what is None else {"what": what}
+    try:
+        fn()
+    except NotImplementedError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - reported, judged in the grading process
+        return {**head, "raised": type(exc).__name__, "message": str(exc)}
+    return {**head, "raised": None, "message": ""}

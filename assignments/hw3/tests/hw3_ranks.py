@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import torch
 
-from assignments.common.rank_runs import run_case_list
+from assignments.common.rank_runs import attempt, run_case_list
 from assignments.hw3.tests.hw3_powersgd import run_hooked, run_orthogonalize, run_rank1
 from assignments.hw3.tests.hw3_training import run_char_training
 from assignments.hw3.tests.hw3_setup import (EF_STEPS, QUADRATIC, RANDOMK_SEED, RANDOMK_STEPS, Case, HalfGrid,
@@ -104,16 +104,6 @@ def run_quadratic(case: Case, group) -> dict:
     return finals
 
 
-def _attempt(what: str, fn) -> dict:
-    try:
-        fn()
-    except NotImplementedError:
-        raise
-    except Exception as exc:  # noqa: BLE001 - reported, judged in the grading process
-        return {"what": what, "raised": type(exc).__name__, "message": str(exc)}
-    return {"what": what, "raised": None, "message": ""}
-
-
 def run_bad_input(case: Case, group) -> dict:
     """The valid call runs first (a stub fails here); then each bad call, caught and reported."""
     from minitorch_dist import compression as cp
@@ -138,7 +128,7 @@ def run_bad_input(case: Case, group) -> dict:
         ef.compress("w", x)
         tries = [("ErrorFeedback.compress('v', g with 3 non-finite values)", lambda: ef.compress("v", bad)),
                  ("ErrorFeedback.compress('w', g of 7 elements after one of 10)", lambda: ef.compress("w", x[:7]))]
-    return {"tries": [_attempt(what, fn) for what, fn in tries]}
+    return {"tries": [attempt(fn, what) for what, fn in tries]}
 
 
 def run_cases_on_rank(group, cases: list[Case]) -> list[dict]:
