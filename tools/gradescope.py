@@ -13,7 +13,8 @@ its stubs (minitorch_dist/), the grader (autograder/ with only this homework's h
 assignments/common and assignments/<hw> (harness and public tests), the tools the grader imports,
 pyproject.toml. Not in it: solutions/ (but the reference files the homework builds on, homework.json
 builds_on, which the grader lays under the student's code), other homeworks, the kit's own tests,
-lectures, .git. The zip is checked for solution text (tools.release's leak scan) before it is written.
+lectures, notebooks (nbgrader grades those; the homework's source notebook holds the answers), .git.
+The zip is checked for solution text (tools.release's leak scan) before it is written.
 
 setup.sh makes /autograder/source/.venv (python3 -m venv; apt-get installs python3-venv when it is
 missing) and installs requirements.txt into it. AUTOGRADER_ROOT (default /autograder) moves the
@@ -79,7 +80,8 @@ def upload_files(hw: str, root: str = ROOT) -> list[str]:
     dropped = tuple(f"{top}/{h}/" for h in others for top in ("assignments", "autograder"))
     keep = ("minitorch_dist/", "autograder/", "assignments/")
     return [rel for rel in kit_files(root)
-            if (rel.startswith(keep) and not rel.startswith(dropped) and not rel.startswith("autograder/mutants/"))
+            if (rel.startswith(keep) and not rel.startswith(dropped) and not rel.startswith("autograder/mutants/")
+                and not rel.endswith(".ipynb"))                  # the nbgrader source holds the answers
             or rel in TOOLS_NEEDED or rel == "pyproject.toml"]
 
 
