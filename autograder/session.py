@@ -134,7 +134,7 @@ class GradingSession:
                          exclude=self.hidden + [os.path.join(os.path.dirname(f), "conftest.py") for f in self.hidden])
         check = lay_submission(submission, self.student_kit, self.manifest)
         lay_references(self.student_kit, builds_on(self.manifest))     # earlier homeworks' reference it runs on
-        findings = format_findings(scan_submission(self.student_kit, check.overlaid))
+        findings = format_findings(scan_submission(self.student_kit, check.overlaid, self.manifest.get("scan_allow", ())))
         seal(self.student_kit, self.boxes[0].gid)
         runners, boxes = (self.runners[:1], self.boxes[:1]) if stop_at_first_failure else (self.runners, self.boxes)
         run_all(runners, tests, self.kit, self.records, self.deadline, check.replaced_tasks(), self.quiet, boxes,

@@ -80,11 +80,19 @@ def test_a_return_value_that_is_not_plain_data_is_a_clear_error(host, backend):
         launch(not_plain, 2, backend=backend)
 
 
+def _running(pid: int) -> bool:
+    """The process exists and is not a zombie (one that exits while /proc is read counts as gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return "Z" not in f.read().split(")")[1][:3]
+    except OSError:                                   # FileNotFoundError, or ESRCH while it exits
+        return False
+
+
 def test_the_host_kills_the_ranks_when_the_launcher_lets_go(host):
     pids = [r["pid"] for r in launch(who_am_i, 2, args=(0,))]
     launch_module._pool._procs[0].link.close()        # only the host's link: the pool itself stays
     end = time.monotonic() + 10
-    while any(os.path.exists(f"/proc/{pid}") and "Z" not in open(f"/proc/{pid}/stat").read().split(")")[1][:3]
-              for pid in pids):
+    while any(_running(pid) for pid in pids):
         assert time.monotonic() < end, "ranks outlived their pool"
         time.sleep(0.05)
