@@ -70,10 +70,10 @@ def test_setup_and_run_autograder_in_gradescopes_layout(hw3_zip, tmp_path):
     submission.mkdir()
     for rel in homework_manifest("hw3")["editable"]:               # a correct student: the reference files
         shutil.copy(os.path.join(ROOT, "solutions", rel), submission / os.path.basename(rel))
-    env["AUTOGRADER_ARGS"] = r"--only 3\.3 --jobs 2"
+    env["AUTOGRADER_ARGS"] = r"--only 3\.3.error --jobs 2"
     run = subprocess.run([str(source / "run_autograder")], env=env, capture_output=True, text=True, timeout=600)
     results = json.loads((root / "results" / "results.json").read_text())
     graded = [t for t in results["tests"] if t["max_score"] > 0]
     assert run.returncode == 0 and graded, run.stdout[-3000:] + run.stderr[-3000:]
     assert results["score"] == sum(t["max_score"] for t in graded), [t["output"] for t in graded]
-    assert all("3.3" in t["name"] for t in graded)
+    assert all("3.3" in t["name"] for t in graded), [t["name"] for t in graded]
