@@ -26,7 +26,7 @@ from minitorch_dist import SimNetwork, launch
 from minitorch_dist.compression import HookedDDP, PowerSGDState, powersgd_hook
 from minitorch_dist.compression.low_rank import should_compress
 from minitorch_dist.models import MLP
-from minitorch_dist.runtime.errors import RankError, not_implemented
+from minitorch_dist.runtime.errors import run_unless_stub
 from minitorch_dist.runtime.torch_group import torch_default_group
 
 TARGET, TOLERANCE = 1.15, 1e-4
@@ -97,17 +97,6 @@ def sim_rank(group, cfg: dict, compress: bool) -> float:
 
 
 def main(argv=None) -> int:
-    try:
-        return run(argv)
-    except RankError as exc:
-        stub = not_implemented(exc)
-        if stub is None:
-            raise
-        print(f"bench_powersgd: {stub}: nothing to measure yet")
-        return 1
-
-
-def run(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--world-sizes", default="2,4")
     parser.add_argument("--steps", type=int, default=10)
@@ -148,4 +137,4 @@ def run(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(run_unless_stub("bench_powersgd", main))
