@@ -6,7 +6,7 @@
 The child closes every file it inherited (the zygote's job and reply pipes among them), sends its
 output to `scratch/host.out`, enters the sandbox (autograder.sandbox.Sandbox.enter: the uid,
 rlimits, the student's kit copy) and serves launchers on `scratch/host.sock`
-(minitorch_dist.runtime.host): every rank, mpiexec and sim run of the test starts from it.
+(minitorch_dist.runtime.launching.host): every rank, mpiexec and sim run of the test starts from it.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ def _become_host(box: Sandbox, scratch: str) -> None:
         os.close(out)
         sys.stdout = open(1, "w", buffering=1, closefd=False, errors="replace")
         sys.stderr = open(2, "w", buffering=1, closefd=False, errors="replace")
-        from minitorch_dist.runtime.host import serve
+        from minitorch_dist.runtime.launching.host import serve
         serve(os.path.join(scratch, SOCKET))
     except BaseException:  # noqa: BLE001 - the test sees "could not reach the rank host"
         try:

@@ -56,6 +56,8 @@ def runtime_public() -> frozenset[str]:
 
 def rule_for(dotted: str) -> tuple[str, str] | None:
     """(kind, why) for a fully resolved dotted name, or None if homework code may use it."""
+    if dotted == RUNTIME + ".world_group" or dotted.startswith(RUNTIME + ".world_group."):
+        return NAMES[RUNTIME + ".world_group"]
     if dotted == RUNTIME or dotted.startswith(RUNTIME + "."):
         rest = dotted[len(RUNTIME) + 1:].split(".") if dotted != RUNTIME else []
         if any(p.startswith("_") and not DUNDER.match(p) for p in rest):

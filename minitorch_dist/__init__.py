@@ -10,14 +10,10 @@
 
 from .runtime import (CollectivesDisabledError, DeadlockError, DistError, Group, Handle, LaunchError,
                       MessageMismatchError, PeerFailedError, RankError, RunResult, launch, shutdown,
-                      wait_all)
-import sys as _sys
-
-from .runtime import cost_model
-
-_sys.modules[__name__ + ".cost_model"] = cost_model      # `import minitorch_dist.cost_model` works as named
+                      wait_all, world_group)
+from . import cost_model
 from .runtime.sim import SimNetwork
 
-__all__ = ["launch", "shutdown", "Group", "Handle", "wait_all", "RunResult", "cost_model", "SimNetwork",
+__all__ = ["launch", "shutdown", "world_group", "Group", "Handle", "wait_all", "RunResult", "cost_model", "SimNetwork",
            "DistError", "DeadlockError", "MessageMismatchError", "CollectivesDisabledError",
            "PeerFailedError", "LaunchError", "RankError"]

@@ -18,6 +18,8 @@ import sys
 import threading
 import time
 
+from .runtime.backends import process_backends
+
 
 def _pump(stream, rank: int, out, prefix: bool) -> None:
     for line in iter(stream.readline, b""):
@@ -40,7 +42,8 @@ def _kill(procs) -> None:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m minitorch_dist.run", description=__doc__.split("\n")[0])
     parser.add_argument("-n", "--nproc", type=int, required=True, help="number of ranks")
-    parser.add_argument("--backend", default="gloo", choices=["gloo"], help="gloo (for mpi use mpirun)")
+    parser.add_argument("--backend", default="gloo", choices=process_backends(),
+                        help="%(choices)s (for mpi use mpirun; sim runs in one process: python script.py)")
     parser.add_argument("--deadline", type=float, default=None, help="seconds a blocking op may wait")
     parser.add_argument("--no-prefix", action="store_true", help="do not prefix output with [rank r]")
     parser.add_argument("script")

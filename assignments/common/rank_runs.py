@@ -24,7 +24,7 @@ import os
 import traceback
 
 from minitorch_dist import LaunchError, PeerFailedError, RankError, SimNetwork, launch, shutdown
-from minitorch_dist.runtime.plain import plain_record
+from minitorch_dist.runtime.launching.plain import plain_record
 
 DEFAULT_DEADLINE = 10.0    # seconds a blocking op may wait (MINITORCH_DIST_DEADLINE overrides it)
 RUN_TIMEOUT = 180.0        # wall-clock limit of one launch (gloo/mpi), for code stuck outside comm ops
@@ -87,7 +87,7 @@ def launch_for_tests(fn, p: int, args=(), backend: str = "gloo", network: SimNet
                      collectives: bool = True, trace: bool = False):
     """launch() as the homework tests use it: deadline from MINITORCH_DIST_DEADLINE, else
     DEFAULT_DEADLINE; a RUN_TIMEOUT on the whole run (gloo/mpi). Under the autograder every
-    backend, sim included, runs in the sandbox's rank host (minitorch_dist.runtime.host).
+    backend, sim included, runs in the sandbox's rank host (minitorch_dist.runtime.launching.host).
     """
     deadline = "default" if os.environ.get("MINITORCH_DIST_DEADLINE") else DEFAULT_DEADLINE
     if backend == "sim":

@@ -1,4 +1,4 @@
-"""The contract between a Group and the transport behind it (gloo, mpi, sim, later nccl).
+"""The contract between a Group and the transport behind it (gloo, mpi, sim; backends.py lists them).
 
 A Backend moves whole tensors between the ranks of one group. It knows nothing
 about counters, traces or deadlock reports: the Group adds those, once, for every
@@ -8,6 +8,7 @@ backend. Ranks given to a Backend are ranks *of that group* (0..size-1).
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from typing import Callable, NamedTuple
 
 import torch
 
@@ -43,6 +44,13 @@ class DoneWork(Work):
 
     def wait(self, timeout: float | None) -> None:
         return None
+
+
+class SendrecvSite(NamedTuple):
+    """What a Backend.sendrecv needs of the Group that calls it (made once per Group)."""
+    recorder: object    # the rank's Recorder (observe/trace.py): counters and events
+    wait: Callable      # Group._wait(work, op_text, waits_for): a blocking wait with deadlock tracking
+    name: str           # the group's name, for trace events
 
 
 class Backend(ABC):
@@ -91,6 +99,16 @@ class Backend(ABC):
     def barrier(self) -> Work:
         """Completes once every rank of the group has entered the barrier."""
 
+    def sendrecv(self, send_tensor: torch.Tensor, dst: int, recv_tensor: torch.Tensor, src: int, tag: int,
+                 site: "SendrecvSite") -> torch.Tensor | None:
+        """A whole Group.sendrecv in one call, for a backend that can do it faster than isend + irecv.
+
+        Called with checked arguments; returns recv_tensor, or None when the backend has no
+        such path (the Group then posts irecv and isend). It must count, wait and trace as the
+        Group would, through `site`.
+        """
+        return None
+
     # -- groups and time --------------------------------------------------------
     @abstractmethod
     def subgroup(self, ranks: tuple[int, ...], key: str) -> "Backend":
@@ -99,6 +117,13 @@ class Backend(ABC):
         Called by the members only. `key` is the same string on every member and
         unique per sub-group creation, for rendezvous.
         """
+
+    @classmethod
+    def world(cls, store, rank: int, size: int, key: str) -> "Backend":
+        """The world group's backend in one rank process of a job whose processes share `store`
+        (a c10d TCPStore). `key` is unique per job. Backends whose ranks are not such processes
+        (sim) do not have one."""
+        raise NotImplementedError(f"backend {cls.name!r} does not run as a job of processes")
 
     def now(self) -> float | None:
         """Simulated seconds since the start of the run, or None on real backends."""

@@ -7,7 +7,7 @@ import sys
 
 import torch
 
-from .wire import MAX_TAG
+from .transports.wire import MAX_TAG
 
 
 def where(group) -> str:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .trace import Recorder
-from .tracker import OpTracker
+from .observe.trace import Recorder
+from .observe.tracker import OpTracker
 
 
 @dataclass

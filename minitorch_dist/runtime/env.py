@@ -107,3 +107,14 @@ def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((host, 0))
         return s.getsockname()[1]
+
+
+DEFAULT_DEADLINE = 60.0      # seconds a blocking Group call may wait before its deadlock report
+
+
+def default_deadline() -> float | None:
+    """MINITORCH_DIST_DEADLINE (seconds; 'none' for no limit), else 60 s."""
+    value = os.environ.get("MINITORCH_DIST_DEADLINE")
+    if value is None:
+        return DEFAULT_DEADLINE
+    return None if value.lower() in ("none", "inf", "0") else float(value)

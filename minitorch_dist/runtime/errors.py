@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import traceback
+
 
 class DistError(RuntimeError):
     """Base class of every error raised by the minitorch_dist runtime."""
@@ -84,3 +87,20 @@ def run_unless_stub(script: str, fn, *args) -> int:
             raise
         print(f"{script}: {stub}: nothing to measure yet")
         return 1
+
+
+_RUNTIME_DIR = os.path.dirname(os.path.abspath(__file__))   # every file of the runtime is under it
+
+
+def user_traceback(exc: BaseException) -> str:
+    """The traceback without the runtime's own frames, so the student's lines stand out.
+
+    MINITORCH_DIST_FULL_TRACEBACK=1 keeps every frame.
+    """
+    tb = traceback.TracebackException.from_exception(exc)
+    if not os.environ.get("MINITORCH_DIST_FULL_TRACEBACK"):
+        frames = [f for f in tb.stack if not os.path.abspath(f.filename).startswith(_RUNTIME_DIR)]
+        if frames:
+            tb.stack = traceback.StackSummary.from_list(frames)
+    # The message itself is shown above the traceback by RankError: list the frames only.
+    return "Traceback (most recent call last):\n" + "".join(tb.stack.format())

@@ -12,9 +12,9 @@ Provided collectives (all_reduce, all_gather, reduce_scatter, broadcast) call th
 backend's native implementation; a run can switch them off (HW1 builds its own).
 Sub-groups come from a list of ranks and are passed around explicitly.
 
-Every call is counted and traced (trace.py) and every blocking wait has the run's
+Every call is counted and traced (observe/trace.py) and every blocking wait has the run's
 deadline: on expiry a DeadlockError lists each rank's pending op and the
-wait-for cycle (deadlock.py).
+wait-for cycle (observe/deadlock.py).
 """
 
 from __future__ import annotations
@@ -24,14 +24,14 @@ from collections import defaultdict
 
 import torch
 
-from .backend import Backend, DeadlineExpired, Work
+from .backend import Backend, DeadlineExpired, SendrecvSite, Work
+from .checks import caller_line, check_rank, check_tag, check_tensor, where
 from .context import RankContext
-from .deadlock import format_report
 from .errors import DeadlockError
 from .handle import CollectiveHandle, Handle, wait_all
+from .observe.deadlock import format_report
 from .provided import ProvidedCollectives
-from .checks import caller_line, check_rank, check_tag, check_tensor, where
-from .wire import MAX_TAG, check_match
+from .transports.wire import MAX_TAG, check_match
 
 __all__ = ["Group", "RankContext", "Handle", "CollectiveHandle", "wait_all"]
 
@@ -44,7 +44,7 @@ class Group(ProvidedCollectives):
         self._ctx = ctx
         self.name = name
         self._collective_seq = 0
-        self._fast_sendrecv = getattr(backend, "group_sendrecv", None)   # sim only
+        self._site = SendrecvSite(ctx.recorder, self._wait, name)   # for Backend.sendrecv
         self._subgroup_counts: dict[tuple[int, ...], int] = defaultdict(int)
 
     # -- identity ----------------------------------------------------------------------------
@@ -182,8 +182,9 @@ class Group(ProvidedCollectives):
             check_rank(self, dst, "sendrecv", "dst")
             check_rank(self, src, "sendrecv", "src")
             check_tag(self, tag, "sendrecv")
-        if self._fast_sendrecv is not None:     # sim: the whole exchange in one call (sim_sendrecv.py)
-            return self._fast_sendrecv(self, send_tensor, dst, recv_tensor, src, tag)
+        done = self._backend.sendrecv(send_tensor, dst, recv_tensor, src, tag, self._site)
+        if done is not None:                    # sim: the whole exchange in one call (sim/sendrecv.py)
+            return done
         start = self._clock()
         staging = None if recv_tensor.is_contiguous() else torch.empty_like(recv_tensor, memory_format=torch.contiguous_format)
         payload = send_tensor.contiguous()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .trace import Counters, Event
+from .observe.trace import Counters, Event
 
 
 class RunResult(list):
@@ -29,12 +29,12 @@ class RunResult(list):
 
     def chrome_trace(self, path=None) -> dict:
         """The trace as Chrome trace JSON (open it in https://ui.perfetto.dev); written to `path` if given."""
-        from .timeline import to_chrome_trace
+        from .observe.timeline import to_chrome_trace
         return to_chrome_trace(self.events, path)
 
     def plot_timeline(self, ax=None, **kwargs):
         """Draw the trace as one lane per rank with matplotlib; returns the Axes."""
-        from .timeline import plot_timeline
+        from .observe.timeline import plot_timeline
         return plot_timeline(self.events, ax=ax, world_size=len(self), **kwargs)
 
     def summary(self) -> str:

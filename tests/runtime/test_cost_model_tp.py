@@ -1,4 +1,4 @@
-"""Tensor-parallel cost formulas (minitorch_dist/runtime/cost_model_tp.py): hand-computed values, torch's
+"""Tensor-parallel cost formulas (minitorch_dist/cost_model/tensor_parallel.py): hand-computed values, torch's
 flop counter and the dense model's parameters (no processes), then the runtime's counters and trace of
 a real ParallelCharTransformer training step at TP = 2 and 4 on gloo, and its step time on sim.
 
@@ -133,7 +133,7 @@ def test_activation_bytes_by_hand():
 
 def test_reachable_from_minitorch_dist_cost_model():
     import minitorch_dist
-    from minitorch_dist.runtime import cost_model_tp
+    from minitorch_dist.cost_model import tensor_parallel as cost_model_tp
     for name in cost_model_tp.__all__:
         assert getattr(minitorch_dist.cost_model, name) is getattr(cost_model_tp, name)
 

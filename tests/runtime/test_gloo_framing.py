@@ -1,5 +1,5 @@
 """Gloo's message framing: payload parts whose wire tags carry their exact lengths, headers
-received directly, and what a mismatch leaves behind (framing.py, wire.py)."""
+received directly, and what a mismatch leaves behind (minitorch_dist/runtime/transports/framing.py, minitorch_dist/runtime/transports/wire.py)."""
 
 import random
 import threading
@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from minitorch_dist import MessageMismatchError, RankError, launch
-from minitorch_dist.runtime.wire import (CONTROL_TAG, INLINE_BYTES, MAX_PAYLOAD_BYTES, MAX_TAG, PART_MANT_BITS,
+from minitorch_dist.runtime.transports.wire import (CONTROL_TAG, INLINE_BYTES, MAX_PAYLOAD_BYTES, MAX_TAG, PART_MANT_BITS,
                                          PART_SEQ_BITS, TAG_BITS, part_tag, payload_parts)
 
 FLOATS = INLINE_BYTES // 4 + 1          # the smallest float32 message that is not inline
@@ -170,7 +170,7 @@ def test_waiting_on_isend_before_the_receive_is_posted():
 def _who_checks_headers(group):
     """A ring of sendrecvs, payload-sized and inline: record the wire tag each message's header
     went out on, and which thread checked each header that came in."""
-    from minitorch_dist.runtime import framing
+    from minitorch_dist.runtime.transports import framing
     framer, copy_after = group._backend._framer, framing.COPY_AFTER
     framing.COPY_AFTER = 60.0      # no copies to the listener, however late a rank is here
     sent, checked = [], []

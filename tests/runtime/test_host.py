@@ -1,4 +1,4 @@
-"""host.py: a rank host forks the ranks (gloo), runs mpiexec and whole sim runs for a launcher in
+"""minitorch_dist/runtime/launching/host.py: a rank host forks the ranks (gloo), runs mpiexec and whole sim runs for a launcher in
 another process, and everything comes back as plain data (how the autograder keeps student code
 out of the process that judges it)."""
 
@@ -10,19 +10,19 @@ import time
 import pytest
 import torch
 
-import minitorch_dist.runtime.launch  # noqa: F401  (the module, for its warm pool)
+import minitorch_dist.runtime.launching.launch  # noqa: F401  (the module, for its warm pool)
 
 from minitorch_dist import RankError, launch, shutdown
 from tools.overlay import ROOT
 
-launch_module = sys.modules["minitorch_dist.runtime.launch"]
+launch_module = sys.modules["minitorch_dist.runtime.launching.launch"]
 
 
 @pytest.fixture
 def host(tmp_path, monkeypatch):
     """A rank host in its own process, and this process's launches pointed at it."""
     path = str(tmp_path / "host.sock")
-    proc = subprocess.Popen([sys.executable, "-c", f"from minitorch_dist.runtime.host import serve; serve({path!r})"],
+    proc = subprocess.Popen([sys.executable, "-c", f"from minitorch_dist.runtime.launching.host import serve; serve({path!r})"],
                             cwd=ROOT, env=dict(os.environ, PYTHONPATH=ROOT))
     end = time.monotonic() + 120
     while not os.path.exists(path):

@@ -24,8 +24,8 @@ from pathlib import Path
 import pytest
 
 from minitorch_dist.runtime.backend import DeadlineExpired
-from minitorch_dist.runtime.mpi import running_under_mpirun
-from minitorch_dist.runtime.mpi_progress import _wait_request
+from minitorch_dist.runtime.transports.mpi import running_under_mpirun
+from minitorch_dist.runtime.transports.mpi_progress import _wait_request
 from tests.conftest import find_mpirun
 from tests.runtime.exercise import check_exercise
 
@@ -169,7 +169,7 @@ def test_running_under_mpirun(monkeypatch):
 
 
 def test_import_does_not_initialise_mpi():
-    code = "import sys, minitorch_dist.runtime.mpi; print('mpi4py.MPI' in sys.modules)"
+    code = "import sys, minitorch_dist.runtime.transports.mpi; print('mpi4py.MPI' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True,
                          env=dict(os.environ, PYTHONPATH=str(REPO)), timeout=60)
     assert out.stdout.strip() == "False", out.stderr

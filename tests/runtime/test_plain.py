@@ -1,4 +1,4 @@
-"""plain.py: what untrusted ranks send back is rebuilt exactly, and nothing in it can run code."""
+"""minitorch_dist/runtime/launching/plain.py: what untrusted ranks send back is rebuilt exactly, and nothing in it can run code."""
 
 import json
 import math
@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from minitorch_dist import DeadlockError, RankError
-from minitorch_dist.runtime.plain import PlainDataError, decode, encode, plain_record
-from minitorch_dist.runtime.trace import Counters, Event, OpCount
+from minitorch_dist.runtime.launching.plain import PlainDataError, decode, encode, plain_record
+from minitorch_dist.runtime.observe.trace import Counters, Event, OpCount
 
 
 def roundtrip(value):

@@ -12,11 +12,11 @@ import time
 import pytest
 import torch
 
-from minitorch_dist.runtime import cost_model
+from minitorch_dist import cost_model
 from minitorch_dist.runtime.errors import (CollectivesDisabledError, DeadlockError,
                                            MessageMismatchError, PeerFailedError, RankError)
 from minitorch_dist.runtime.sim import SimNetwork, run_sim
-from minitorch_dist.runtime.sim_ports import Port, book_transfer
+from minitorch_dist.runtime.sim.ports import Port, book_transfer
 
 SIZES = [1, 2, 3, 4, 5, 6, 7, 8]
 P2P_SIZES = [2, 3, 4, 5, 7, 8]
@@ -609,7 +609,7 @@ def test_mismatch_in_a_subgroup_names_world_ranks():
     assert "rank 1 (world rank 2)" in str(info.value) and "int64" in str(info.value)
 
 
-# -- payload copies (sim_copy.py: raw bytes for plain CPU tensors, torch otherwise) ---------------
+# -- payload copies (minitorch_dist/runtime/sim/payloads.py: raw bytes for plain CPU tensors, torch otherwise) ---------------
 def test_eager_copies_of_every_kind_of_tensor():
     def main(group):
         r, peer = group.rank, 1 - group.rank

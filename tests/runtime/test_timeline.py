@@ -10,8 +10,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 
-from minitorch_dist.runtime.timeline import LANE_STRIDE, match_messages, plot_timeline, to_chrome_trace  # noqa: E402
-from minitorch_dist.runtime.trace import Event  # noqa: E402
+from minitorch_dist.runtime.observe.timeline import LANE_STRIDE, match_messages, plot_timeline, to_chrome_trace  # noqa: E402
+from minitorch_dist.runtime.observe.trace import Event  # noqa: E402
 
 SUB = "group[0, 1]"
 

@@ -25,10 +25,10 @@ import torch
 
 sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..")))  # tests.*
 
-from minitorch_dist.runtime import wire
+from minitorch_dist.runtime.transports import wire
 from minitorch_dist.runtime.errors import MessageMismatchError
 from minitorch_dist import launch
-from minitorch_dist.runtime.mpi_progress import _mpi
+from minitorch_dist.runtime.transports.mpi_progress import _mpi
 from tests.runtime.exercise import exercise
 
 P2P_DTYPES = wire.DTYPES  # every dtype the wire format carries

@@ -6,14 +6,14 @@ on a channel meets the k-th receive, first in first out (MPI's non-overtaking ru
 Network (single port, full duplex): every rank has a send port and a receive port.
 A message of n bytes from a to b holds a's send port and b's receive port for
 alpha + n*beta seconds, from the earliest start >= ready at which both are free
-(sim_ports.py; with bookings in time order: max(ready, send_free[a], recv_free[b])):
+(ports.py; with bookings in time order: max(ready, send_free[a], recv_free[b])):
     eager (n <= eager_limit):  ready = send posted
     rendezvous (larger):       ready = max(send posted, recv posted)
 to end = start + alpha + n*beta. The send completes at `end`; the receive at
 max(recv posted, end).
 
 Eager sends copy the tensor when posted (the sender may reuse its buffer at once; the
-copy is raw bytes for plain CPU tensors, sim_copy.py); rendezvous sends copy it
+copy is raw bytes for plain CPU tensors, payloads.py); rendezvous sends copy it
 straight into the receive buffer when the receive is posted.
 """
 
@@ -23,11 +23,11 @@ from collections import deque
 
 import torch
 
-from .backend import Work
-from .errors import MessageMismatchError
-from .sim_copy import snapshot, write
-from .sim_ports import book_transfer
-from .wire import check_match
+from ..backend import Work
+from ..errors import MessageMismatchError
+from ..transports.wire import check_match
+from .payloads import snapshot, write
+from .ports import book_transfer
 
 MAX_IN_FLIGHT = 64   # buffered eager messages per rank before it lets others run first
 
@@ -168,7 +168,7 @@ def _transfer(sched, send: SendWork, recv: RecvWork, src_w: int, dst_w: int) -> 
     arrival = send.arrival
     recv.end = recv.posted if recv.posted > arrival else arrival   # max(recv.posted, arrival)
     buffer, data = recv.buffer, send.tensor
-    if type(data) is bytes:                         # an eager copy (sim_copy.py)
+    if type(data) is bytes:                         # an eager copy (payloads.py)
         dtype, shape = send.dtype, send.shape
         if buffer.dtype == dtype and buffer.shape == shape:
             write(buffer, data, dtype, shape)

@@ -14,8 +14,8 @@ from typing import Callable
 
 import torch
 
-from .backend import DeadlineExpired, Work
-from .errors import PeerFailedError
+from ..backend import DeadlineExpired, Work
+from ..errors import PeerFailedError
 
 
 def waiter(timeout: float | None):

@@ -2,32 +2,35 @@
 then runs the functions it is sent until told to stop.
 
 Started by pool.py, either forked from the caller (fast: torch is already imported)
-or as `mpiexec -n N python -m minitorch_dist.runtime.worker ADDRESS` for the mpi
+or as `mpiexec -n N python -m minitorch_dist.runtime.launching.worker ADDRESS` for the mpi
 backend. It never outlives its launcher: a thread reads the launcher's connection
 and ends the process the moment it closes.
 """
 
 from __future__ import annotations
 
+import datetime
 import io
 import os
 import pickle
 import queue
 import sys
 import threading
-import traceback
 from dataclasses import dataclass
 from multiprocessing.connection import Client
 
 import cloudpickle
 import torch
+import torch.distributed as dist
 
+from ..backends import world_backend
+from ..errors import DeadlockError, PeerFailedError, user_traceback
+from ..group import Group, RankContext
+from ..observe.deadlock import FAILED, FINISHED, RUNNING
+from ..observe.trace import Recorder
+from ..observe.tracker import BoardTracker
 from . import channel, plain
-from .deadlock import FAILED, FINISHED, RUNNING
-from .errors import DeadlockError, PeerFailedError
-from .group import Group, RankContext
 from .host_link import map_path
-from .trace import Recorder
 
 
 @dataclass
@@ -42,23 +45,6 @@ class Task:
     t0: float
     sys_path: tuple = ()      # the caller's sys.path: functions pickled by reference import from it
     plain: bool = False       # the caller reads replies as plain data only (a rank host: host.py)
-
-
-_RUNTIME_DIR = os.path.dirname(os.path.abspath(__file__))
-
-
-def user_traceback(exc: BaseException) -> str:
-    """The traceback without the runtime's own frames, so the student's lines stand out.
-
-    MINITORCH_DIST_FULL_TRACEBACK=1 keeps every frame.
-    """
-    tb = traceback.TracebackException.from_exception(exc)
-    if not os.environ.get("MINITORCH_DIST_FULL_TRACEBACK"):
-        frames = [f for f in tb.stack if not os.path.abspath(f.filename).startswith(_RUNTIME_DIR)]
-        if frames:
-            tb.stack = traceback.StackSummary.from_list(frames)
-    # The message itself is shown above the traceback by RankError: list the frames only.
-    return "Traceback (most recent call last):\n" + "".join(tb.stack.format())
 
 
 def failure(rank: int, exc: BaseException, plain_only: bool = False) -> dict:
@@ -161,7 +147,6 @@ def serve(rank: int, world_size: int, address, authkey: bytes, spec: dict) -> No
             os._exit(3)          # the launcher is gone: never leave an orphan behind
 
     threading.Thread(target=read, name="minitorch_dist-launcher-link", daemon=True).start()
-    from .pool import make_world    # the backend and store for this kind of job
     backend, store, tracker_factory = make_world(rank, world_size, spec)
     sys.stdout, sys.stderr = RankStream(send, "stdout"), RankStream(send, "stderr")
     send(("ready", rank))
@@ -183,6 +168,19 @@ def serve(rank: int, world_size: int, address, authkey: bytes, spec: dict) -> No
     conn.close()
 
 
+def make_world(rank: int, world_size: int, spec: dict):
+    """In a worker: (world backend, store, tracker factory) for the kind of job in `spec`."""
+    def client():
+        return dist.TCPStore(spec["store_host"], spec["store_port"], world_size, False,
+                             timeout=datetime.timedelta(seconds=60))
+    store, board = client(), client()
+    backend = world_backend(spec["backend"], store, rank, world_size, f"{spec['pool_id']}/world")
+
+    def tracker(run_id: str) -> BoardTracker:
+        return BoardTracker(board, rank, world_size, prefix=run_id)
+    return backend, store, tracker
+
+
 def forked_main(rank: int, world_size: int, address, authkey: bytes, spec: dict) -> None:
     """Entry point of a forked (or spawned) worker."""
     os.setpgrp()        # a Ctrl-C in the terminal reaches the caller, which stops us cleanly
@@ -191,9 +189,9 @@ def forked_main(rank: int, world_size: int, address, authkey: bytes, spec: dict)
 
 
 def _mpi_main() -> None:
-    """Entry point under mpiexec: python -m minitorch_dist.runtime.worker HOST PORT SPEC."""
+    """Entry point under mpiexec: python -m minitorch_dist.runtime.launching.worker HOST PORT SPEC."""
     import json
-    from .mpi_progress import _mpi
+    from ..transports.mpi_progress import _mpi
     MPI = _mpi()
     host, port, spec = sys.argv[1], int(sys.argv[2]), json.loads(sys.argv[3])
     authkey = bytes.fromhex(os.environ.pop("MINITORCH_DIST_AUTHKEY"))

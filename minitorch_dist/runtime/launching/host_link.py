@@ -19,8 +19,8 @@ import sys
 import time
 from multiprocessing.connection import Connection
 
+from ..errors import LaunchError, RankError
 from . import channel
-from .errors import LaunchError, RankError
 
 HOST_VAR = "MINITORCH_DIST_RANK_HOST"
 PATH_MAP_VAR = "MINITORCH_DIST_PATH_MAP"     # "launcher_root=host_root": the caller's sys.path, as seen here
@@ -159,7 +159,7 @@ def run_sim_on_host(address: str, fn, world_size: int, args, kwargs, options: di
     """run_sim(...) in a process forked by the host; returns the RunResult or raises its RankError."""
     import cloudpickle
 
-    from .results import RunResult
+    from ..results import RunResult
     link = HostLink(address)
     try:
         payload = cloudpickle.dumps((fn, world_size, tuple(args), dict(kwargs or {}), options))

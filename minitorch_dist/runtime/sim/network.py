@@ -9,11 +9,11 @@
     result = run_sim(main, world_size=1024, network=SimNetwork(alpha=1e-5, beta=1e-9))
     result.sim_time            # predicted seconds; the same on every run
 
-One rank runs at a time (sim_scheduler.py), so runs are deterministic and a
+One rank runs at a time (scheduler.py), so runs are deterministic and a
 deadlock is reported the moment it happens, with the wait-for cycle. Messages
-follow a single-port full-duplex alpha-beta model (sim_p2p.py, port timetables in
-sim_ports.py); the provided collectives are computed directly and charged by the
-cost model (sim_collectives.py).
+follow a single-port full-duplex alpha-beta model (p2p.py, port timetables in
+ports.py); the provided collectives are computed directly and charged by the
+cost model (collectives.py).
 A thousand ranks fit on a laptop: threads get small stacks, and eager sends let a
 ring step finish without a thread switch.
 """
@@ -26,14 +26,15 @@ from dataclasses import dataclass
 
 import torch
 
-from . import sim_collectives, sim_p2p, sim_sendrecv
-from .backend import Backend, Work
-from .errors import LaunchError, PeerFailedError, RankError
-from .group import Group, RankContext
-from .results import RunResult
-from .sim_scheduler import Scheduler, SimTracker
-from .trace import Recorder
-from .worker import user_traceback
+from ..backend import Backend, Work
+from ..errors import LaunchError, PeerFailedError, RankError, user_traceback
+from ..group import Group, RankContext
+from ..observe.trace import Recorder
+from ..results import RunResult
+from . import collectives as sim_collectives
+from . import p2p as sim_p2p
+from . import sendrecv as sim_sendrecv
+from .scheduler import Scheduler, SimTracker
 
 STACK_SIZE = 4 << 20   # bytes of stack per rank thread: deep recursion needs ~2 MiB (default 8)
 
@@ -93,8 +94,8 @@ class SimBackend(Backend):
     # without a wrapper call (one call less per message on the hot path)
     isend = sim_p2p.post_send
     irecv = sim_p2p.post_recv
-    # Group.sendrecv after its checks: group_sendrecv(group, send_tensor, dst, recv_tensor, src, tag)
-    group_sendrecv = staticmethod(sim_sendrecv.group_sendrecv)
+    # Group.sendrecv after its checks, in one call (Backend.sendrecv)
+    sendrecv = sim_sendrecv.sendrecv
 
     # -- native collectives -----------------------------------------------------------------
     def all_reduce(self, tensor: torch.Tensor, op: str) -> Work:

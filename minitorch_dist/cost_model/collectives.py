@@ -13,9 +13,7 @@ Contents, simplest first:
     traffic                rounds, messages and bytes an algorithm sends (for counters)
     algorithm_bandwidth, bus_bandwidth     nccl-tests' algbw and busbw
 (Measuring alpha and beta is homework 1's task 1.1: minitorch_dist.collectives.ping_pong.)
-Tensor parallelism (tp_step_all_reduces, tp_step_traffic, tp_parameters_per_rank, tp_step_time,
-...): cost_model_tp.py; ZeRO and FSDP (zero_memory_per_rank, zero_step_bytes): cost_model_zero.py;
-both re-exported at the end of this file.
+Tensor parallelism: tensor_parallel.py; ZeRO and FSDP: zero.py (this package's other modules).
 
 Non-powers of two (MPICH): q = largest power of two <= p, r = p - q. The first 2r
 ranks pair up, the even ones hand their buffer to their odd neighbour and sit out,
@@ -26,6 +24,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+
+
+__all__ = ["p2p", "naive_all_reduce", "tree_all_reduce", "butterfly_all_reduce", "rabenseifner_all_reduce",
+           "ring_all_reduce", "ALL_REDUCE_ALGORITHMS", "all_reduce_costs", "ring_all_gather", "ring_reduce_scatter",
+           "binomial_broadcast", "binomial_reduce", "dissemination_barrier", "Traffic", "traffic",
+           "algorithm_bandwidth", "bus_bandwidth"]
 
 
 def _log2_ceil(p: int) -> int:
@@ -219,12 +223,3 @@ def bus_bandwidth(op: str, p: int, n_bytes: float, seconds: float) -> float:
     if op not in _BUS_FACTORS:
         raise ValueError(f"bus_bandwidth: unknown op {op!r}; known: {sorted(_BUS_FACTORS)}")
     return algorithm_bandwidth(n_bytes, seconds) * _BUS_FACTORS[op](p)
-
-
-# -- tensor parallelism (homework 4): defined in cost_model_tp.py, reachable from here -------------
-from .cost_model_tp import (TPAllReduce, TPStepTime, TPTraffic, tp_activation_bytes_per_rank,  # noqa: E402, F401
-                            tp_all_reduce_counts, tp_flops_per_step, tp_parameters_per_rank, tp_step_all_reduces,
-                            tp_step_time, tp_step_traffic)
-
-
-from .cost_model_zero import STAGES as ZERO_STAGES, zero_memory_per_rank, zero_step_bytes  # noqa: E402,F401

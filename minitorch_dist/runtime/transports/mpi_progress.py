@@ -15,9 +15,9 @@ import time
 
 import torch
 
-from .backend import DeadlineExpired, Work
-from .env import oversubscribed
-from .errors import PeerFailedError
+from ..backend import DeadlineExpired, Work
+from ..env import oversubscribed
+from ..errors import PeerFailedError
 
 # busy-poll this long first: a message in flight completes at full speed. Not at all when the
 # node has more ranks than cores: a spinning rank then starves the one it waits for (8 ranks on

@@ -30,8 +30,8 @@ import tempfile
 import threading
 from multiprocessing.connection import Connection
 
+from ..errors import RankError
 from . import channel
-from .errors import RankError
 from .host_link import map_path
 
 
@@ -154,8 +154,9 @@ def _sim_main(conn: Connection, payload: bytes) -> None:
     """A whole sim run in this process; its output and result go back over `conn` as plain data."""
     import cloudpickle
 
-    from .sim import run_sim
-    from .worker import RankStream, user_traceback
+    from ..sim.network import run_sim
+    from ..errors import user_traceback
+    from .worker import RankStream
     lock = threading.Lock()
 
     def send(msg) -> None:

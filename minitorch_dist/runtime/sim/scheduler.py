@@ -10,7 +10,7 @@ so that copies do not pile up. So a run is one deterministic sequence of steps:
 same results, same simulated times, every run.
 
 When no rank is runnable but some are blocked, nothing can ever complete: every
-blocked rank's wait raises DeadlockError with the wait-for report (deadlock.py).
+blocked rank's wait raises DeadlockError with the wait-for report (observe/deadlock.py).
 When a rank fails, the ranks that are blocked, or block later, get PeerFailedError.
 
 The shared state (clocks, ports, message queues) needs no locks: only the baton
@@ -22,10 +22,10 @@ from __future__ import annotations
 import heapq
 import threading
 
-from .deadlock import BLOCKED, FAILED, FINISHED, RUNNING, RankState, format_report
-from .errors import DeadlockError, PeerFailedError
-from .sim_ports import Port
-from .tracker import OpTracker
+from ..errors import DeadlockError, PeerFailedError
+from ..observe.deadlock import BLOCKED, FAILED, FINISHED, RUNNING, RankState, format_report
+from ..observe.tracker import OpTracker
+from .ports import Port
 
 
 class RankSlot:
@@ -52,7 +52,7 @@ class RankSlot:
 class Scheduler:
     """Baton, clocks, ports and message queues of one sim run (shared by all its groups).
 
-    Attributes read by the p2p and collective code (sim_p2p.py, sim_collectives.py):
+    Attributes read by the p2p and collective code (p2p.py, collectives.py):
         slots: RankSlot per world rank; slots[r].clock is rank r's clock.
         send_ports, recv_ports: per world rank, the timetable of its send / receive port.
         pending_sends, pending_recvs: channel (group key, src, dst, tag) -> deque.

@@ -47,8 +47,8 @@ from typing import Callable
 
 import torch
 
-from .backend import Work
-from .errors import MessageMismatchError
+from ..backend import Work
+from ..errors import MessageMismatchError
 from .framing_works import RecvWork, SendWork
 from .wire import (_BYE, _COPY, _FILL, _MSG, _NUDGE, CONTROL_BYTES, CONTROL_TAG, HEADER_BYTES, HEADER_LEN,
                    INLINE_BYTES, SEQ_BITS, as_bytes, check_match, decode_header, encode_control, encode_header,

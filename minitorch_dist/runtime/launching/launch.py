@@ -23,26 +23,18 @@ from multiprocessing.connection import wait
 
 import cloudpickle
 
+from ..backends import backend_info
+from ..env import default_deadline
+from ..errors import LaunchError, RankError
+from ..observe.deadlock import format_report
+from ..observe.tracker import read_board
+from ..results import RunResult
 from . import channel
-from .deadlock import format_report
-from .errors import LaunchError, RankError
 from .pool import Pool
-from .results import RunResult
-from .tracker import read_board
 from .worker import Task
 
-DEFAULT_DEADLINE = 60.0
-BACKENDS = ("gloo", "mpi", "sim")
 _pool: Pool | None = None
 _GRACE = 0.3   # after a first failure, how long to wait for the other ranks' own reports
-
-
-def default_deadline() -> float | None:
-    """MINITORCH_DIST_DEADLINE (seconds; 'none' for no limit), else 60 s."""
-    value = os.environ.get("MINITORCH_DIST_DEADLINE")
-    if value is None:
-        return DEFAULT_DEADLINE
-    return None if value.lower() in ("none", "inf", "0") else float(value)
 
 
 def shutdown() -> None:
@@ -166,7 +158,17 @@ def launch(fn, world_size: int | None = None, *, args=(), kwargs=None, backend: 
     kwargs = dict(kwargs or {})
     if deadline == "default":
         deadline = default_deadline()
-    from .env import detect_external
+    from .attach import attached_group, run_attached, torch_distributed_initialised
+    group = attached_group()
+    if group is not None:                    # world_group() was called: run on that group
+        return run_attached(group, fn, world_size, args, kwargs)
+    if torch_distributed_initialised():
+        raise LaunchError(
+            "launch() inside a torch.distributed job (init_process_group was called in this process): it "
+            "would start a second, local job of its own. Get this process's Group with "
+            "group = minitorch_dist.world_group() and call fn(group) on every rank (or launch(fn) after "
+            "world_group(): it then runs fn on that group)")
+    from ..env import detect_external
     job = detect_external()
     if job is not None:
         from .external import run_external
@@ -174,14 +176,12 @@ def launch(fn, world_size: int | None = None, *, args=(), kwargs=None, backend: 
     if isinstance(world_size, bool) or not isinstance(world_size, int) or world_size < 1:
         raise LaunchError(f"launch: world_size must be a positive int, got {world_size!r}")
     backend = backend or os.environ.get("MINITORCH_DIST_BACKEND", "gloo")
-    if backend not in BACKENDS:
-        raise LaunchError(f"launch: backend={backend!r}; use one of {BACKENDS}")
-    if backend == "sim":
+    if backend_info(backend).starts == "threads":
         from .host_link import host_address, run_sim_on_host
         if host_address():            # untrusted rank code: the whole sim runs in the rank host
             return run_sim_on_host(host_address(), fn, world_size, args, kwargs,
                                    {"network": network, "collectives": collectives, "trace": trace})
-        from .sim import run_sim
+        from ..sim.network import run_sim
         return run_sim(fn, world_size, args, kwargs, network=network, collectives=collectives, trace=trace)
     if network is not None:
         raise LaunchError("launch: network= is for backend='sim' only")

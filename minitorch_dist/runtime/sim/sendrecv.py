@@ -1,4 +1,4 @@
-"""Group.sendrecv on the sim backend, in one call: a ring step's fast path.
+"""Group.sendrecv on the sim backend, in one call (SimBackend.sendrecv): a ring step's fast path.
 
 A ring all-reduce of 1024 ranks makes two million sendrecv calls. Usually the
 receive finds its eager message already there and the send is eager, so both
@@ -7,7 +7,7 @@ checks (post the receive, then the send; count; wait; trace) with the work of
 post_recv, post_send and the waits inlined for that case: no Work object for the
 receive, no wait calls, no clock reads when tracing is off.
 
-Matching, timing, copies and counting are those of sim_p2p.py and group.py, in the
+Matching, timing, copies and counting are those of p2p.py and group.py, in the
 same order: the receive is matched before the send is posted, both are posted at the
 rank's clock, the counters are updated before any wait. Anything else (a rendezvous
 or torch-copied message, a mismatch, a message not there yet) goes through
@@ -20,18 +20,20 @@ from collections import deque
 
 import torch
 
-from .sim_copy import MAX_RAW, RAW_DTYPES, array_of, arrays, increment_version, write
-from .sim_p2p import MAX_IN_FLIGHT, SendWork, post_recv, post_send
-from .sim_ports import book_after, book_transfer
+from .p2p import MAX_IN_FLIGHT, SendWork, post_recv, post_send
+from .payloads import MAX_RAW, RAW_DTYPES, array_of, arrays, increment_version, write
+from .ports import book_after, book_transfer
 
 Tensor, strided = torch.Tensor, torch.strided
 
 
-def group_sendrecv(group, send_tensor: torch.Tensor, dst: int, recv_tensor: torch.Tensor, src: int,
-                   tag: int) -> torch.Tensor:
-    """Group.sendrecv(send_tensor, dst, recv_tensor, src, tag) on sim, arguments already checked."""
-    backend = group._backend
-    recorder = group._ctx.recorder
+def sendrecv(backend, send_tensor: torch.Tensor, dst: int, recv_tensor: torch.Tensor, src: int, tag: int,
+             site) -> torch.Tensor:
+    """Group.sendrecv(send_tensor, dst, recv_tensor, src, tag) on sim, arguments already checked.
+
+    `backend` is the group's SimBackend; `site` (backend.SendrecvSite) gives the Group's recorder,
+    its blocking wait and its name."""
+    recorder = site.recorder
     slot = backend.slot
     posted = slot.clock                     # Group._clock(): both ops are posted now
     if recv_tensor.is_contiguous():
@@ -128,11 +130,11 @@ def group_sendrecv(group, send_tensor: torch.Tensor, dst: int, recv_tensor: torc
         if not (done and swork.finish_now()):
             text = f"sendrecv(dst={dst_w}, src={src_w}, tag={tag})"
             if rwork is not None:
-                group._wait(rwork, text, (src_w,))
-            group._wait(swork, text, (dst_w,))
+                site.wait(rwork, text, (src_w,))
+            site.wait(swork, text, (dst_w,))
     if staging is not None:
         recv_tensor.copy_(staging)
     if recorder.trace:
-        recorder.event("sendrecv", dst_w, tag, sent + received, posted, slot.clock, group.name)
+        recorder.event("sendrecv", dst_w, tag, sent + received, posted, slot.clock, site.name)
     return recv_tensor
 

@@ -4,13 +4,13 @@ The k-th collective call of a group on every member is one collective. When the
 last member enters it, the result is computed directly (reductions in rank order,
 like a sequential reference) and every member's clock becomes
     max(entry clocks) + cost,
-with the cost from cost_model.py:
+with the cost from minitorch_dist/cost_model/collectives.py:
     all_reduce      ring_all_reduce(p, n)       n = bytes of the tensor
     all_gather      ring_all_gather(p, n)       n = bytes of the gathered result
     reduce_scatter  ring_reduce_scatter(p, n)   n = bytes of the input
     broadcast       binomial_broadcast(p, n)    n = bytes of the tensor
     barrier         dissemination_barrier(p)
-Native collectives do not book the network ports (sim_p2p.py): a point-to-point
+Native collectives do not book the network ports (p2p.py): a point-to-point
 message that overlaps one is not slowed down by it.
 """
 
@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import torch
 
-from . import cost_model
-from .backend import Work
-from .errors import MessageMismatchError
+from ...cost_model import collectives as cost_model
+from ..backend import Work
+from ..errors import MessageMismatchError
 
 
 class CollectiveWork(Work):

@@ -28,10 +28,10 @@ import zlib
 
 import torch
 
+from ..backend import Backend, DoneWork, Work
+from ..env import mpi_rank_and_size
 from . import wire
 from .framing import Framer
-from .backend import Backend, DoneWork, Work
-from .env import mpi_rank_and_size
 from .mpi_progress import _Listener, _RecvWait, _RequestWork, _mpi, _raw
 
 
@@ -71,6 +71,11 @@ class MpiBackend(Backend):
     """
 
     name = "mpi"
+
+    @classmethod
+    def world(cls, store, rank: int, size: int, key: str) -> "MpiBackend":
+        """The job's MPI_COMM_WORLD (mpiexec started the ranks; the store is not needed)."""
+        return cls(_mpi().COMM_WORLD)
 
     def __init__(self, comm, world_ranks: tuple[int, ...] | None = None, _adopt: bool = False):
         MPI = _mpi()

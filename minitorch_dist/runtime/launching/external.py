@@ -22,10 +22,11 @@ import cloudpickle
 import torch
 import torch.distributed as dist
 
-from .env import ExternalJob
-from .errors import LaunchError, RankError
-from .results import RunResult
-from .tracker import BoardTracker
+from ..backends import backend_info, process_backends, world_backend
+from ..env import ExternalJob
+from ..errors import LaunchError, RankError
+from ..observe.tracker import BoardTracker
+from ..results import RunResult
 from .worker import Task, run_task
 
 _world: dict = {}            # the job's world backend and store, built on first use
@@ -51,22 +52,29 @@ def _store(job: ExternalJob, comm=None):
     return host_store or dist.TCPStore(host, address[1], job.world_size, False, timeout=timeout)
 
 
-def _world_for(job: ExternalJob, backend: str):
+def default_backend(job: ExternalJob) -> str:
+    return "mpi" if job.launcher == "mpirun" else "gloo"
+
+
+def world_for(job: ExternalJob, backend: str):
+    """The job's world backend and store, built on first use (one backend per job)."""
+    starts = backend_info(backend).starts
+    if starts == "mpiexec" and job.launcher != "mpirun":
+        raise LaunchError(f"backend={backend!r} needs mpirun/mpiexec, but this process was started by {job.launcher}")
+    if starts == "threads":
+        raise LaunchError(f"backend={backend!r} cannot run under {job.launcher}: use one of "
+                          f"{process_backends()} or 'mpi' under mpirun ({backend} runs in one process: "
+                          f"python script.py)")
     if "backend" in _world:
         if _world["name"] != backend:
             raise LaunchError(f"launch: this job already runs backend {_world['name']!r}; one backend per job")
         return _world["backend"], _world["store"]
     comm = None
     if job.launcher == "mpirun":
-        from .mpi_progress import _mpi
+        from ..transports.mpi_progress import _mpi
         comm = _mpi().COMM_WORLD
     store = _store(job, comm)
-    if backend == "mpi":
-        from .mpi import MpiBackend
-        world = MpiBackend(comm)
-    else:
-        from .gloo import GlooBackend
-        world = GlooBackend(store, job.rank, job.world_size, tuple(range(job.world_size)), "external/world")
+    world = world_backend(backend, store, job.rank, job.world_size, "external/world")
     _world.update(name=backend, backend=world, store=store)
     atexit.register(_close_world)
     return world, store
@@ -85,7 +93,7 @@ def _close_world() -> None:
             pass
 
 
-def _all_gather_objects(backend, obj, deadline: float | None) -> list:
+def all_gather_objects(backend, obj, deadline: float | None) -> list:
     """Every rank's `obj` (pickled), gathered through the world backend (not counted)."""
     blob = torch.frombuffer(bytearray(cloudpickle.dumps(obj)), dtype=torch.uint8)
     sizes = torch.empty(backend.size, dtype=torch.int64)
@@ -104,14 +112,9 @@ def run_external(fn, world_size, job: ExternalJob, args, kwargs, backend, deadli
         raise LaunchError(f"launch(world_size={world_size}) but {job.launcher} started {job.world_size} "
                           f"processes: start {world_size} (e.g. mpirun -n {world_size}) or pass "
                           f"world_size=None to take the launcher's")
-    backend = backend or ("mpi" if job.launcher == "mpirun" else "gloo")
-    if backend == "mpi" and job.launcher != "mpirun":
-        raise LaunchError(f"backend='mpi' needs mpirun/mpiexec, but this process was started by {job.launcher}")
-    if backend not in ("gloo", "mpi"):
-        raise LaunchError(f"backend={backend!r} cannot run under {job.launcher}: use 'gloo' or 'mpi' "
-                          f"(sim runs in one process: python script.py)")
+    backend = backend or default_backend(job)
     started = time.perf_counter()
-    world, store = _world_for(job, backend)
+    world, store = world_for(job, backend)
     world.barrier().wait(deadline)
     run_id = f"external-run{next(_runs)}"
     task = Task(run_id, cloudpickle.dumps((fn, tuple(args), kwargs)), deadline, collectives, trace,
@@ -127,10 +130,10 @@ def run_external(fn, world_size, job: ExternalJob, args, kwargs, backend, deadli
             sys.stderr.write("".join(f"[rank {job.rank}] {line}\n" for line in str(error).splitlines()))
             sys.stderr.flush()
             time.sleep(0.3)            # let mpiexec forward that text: MPI_Abort kills its pipes too
-            from .mpi_progress import _mpi
+            from ..transports.mpi_progress import _mpi
             _mpi().COMM_WORLD.Abort(1)
         raise error
     _, value, counters, events = reply
-    gathered = _all_gather_objects(world, (value, counters, events), deadline)
+    gathered = all_gather_objects(world, (value, counters, events), deadline)
     return RunResult([g[0] for g in gathered], [g[1] for g in gathered],
                      [e for g in gathered for e in g[2]], backend, time.perf_counter() - started)

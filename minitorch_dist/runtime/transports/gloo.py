@@ -16,8 +16,8 @@ import datetime
 import torch
 import torch.distributed as dist
 
-from .backend import Backend, DeadlineExpired, Work
-from .errors import PeerFailedError
+from ..backend import Backend, DeadlineExpired, Work
+from ..errors import PeerFailedError
 from .framing import Framer
 
 _OPS = {"sum": dist.ReduceOp.SUM, "prod": dist.ReduceOp.PRODUCT,
@@ -69,6 +69,10 @@ class GlooBackend(Backend):
         self._pg = dist.ProcessGroupGloo(dist.PrefixStore(f"pg/{key}", store), rank, size, timeout)
         self._framer = Framer(self._raw_isend, self._raw_irecv, self._raw_irecv_any, rank, size,
                               self._name_rank, exact_parts=True)
+
+    @classmethod
+    def world(cls, store, rank: int, size: int, key: str) -> "GlooBackend":
+        return cls(store, rank, size, tuple(range(size)), key)
 
     def _name_rank(self, r: int) -> str:
         w = self.world_ranks[r]
@@ -149,7 +153,7 @@ class GlooBackend(Backend):
 
     # -- groups --------------------------------------------------------------------------
     def subgroup(self, ranks, key):
-        return GlooBackend(self._store, ranks.index(self.rank), len(ranks),
+        return type(self)(self._store, ranks.index(self.rank), len(ranks),
                            tuple(self.world_ranks[r] for r in ranks), key, self._pg_timeout)
 
     def close(self):

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .cost_model import ring_all_reduce, traffic
+from .collectives import ring_all_reduce, traffic
 
 __all__ = ["TPAllReduce", "TPTraffic", "TPStepTime", "tp_step_all_reduces", "tp_all_reduce_counts",
            "tp_step_traffic", "tp_parameters_per_rank", "tp_activation_bytes_per_rank", "tp_flops_per_step",

@@ -18,7 +18,7 @@ import struct
 
 import torch
 
-from .errors import MessageMismatchError
+from ..errors import MessageMismatchError
 
 MAGIC = 0x6D74645F  # "mtd_"
 HEADER_LEN = 16                     # int64 fields

@@ -31,31 +31,11 @@ from multiprocessing.connection import Connection, answer_challenge, deliver_cha
 
 import torch.distributed as dist
 
+from ..backends import backend_info
+from ..errors import LaunchError
 from . import channel, host_link
-from .errors import LaunchError
-from .tracker import BoardTracker
 
 _IDS = itertools.count()
-
-
-def make_world(rank: int, world_size: int, spec: dict):
-    """In a worker: (world backend, store, tracker factory) for the kind of job in `spec`."""
-    def client():
-        return dist.TCPStore(spec["store_host"], spec["store_port"], world_size, False,
-                             timeout=datetime.timedelta(seconds=60))
-    store, board = client(), client()
-    if spec["backend"] == "mpi":
-        from .mpi import MpiBackend
-        from .mpi_progress import _mpi
-        MPI = _mpi()
-        backend = MpiBackend(MPI.COMM_WORLD)
-    else:
-        from .gloo import GlooBackend
-        backend = GlooBackend(store, rank, world_size, tuple(range(world_size)), f"{spec['pool_id']}/world")
-
-    def tracker(run_id: str) -> BoardTracker:
-        return BoardTracker(board, rank, world_size, prefix=run_id)
-    return backend, store, tracker
 
 
 def default_start_method() -> str:
@@ -96,7 +76,7 @@ class Pool:
                 "pool_id": self.id, "threads": 1, "plain": self.plain}
         address = self._server.getsockname()
         try:
-            if backend == "mpi":
+            if backend_info(backend).starts == "mpiexec":
                 self._start_mpi(spec, address)
             elif self.host:
                 self._procs = host_link.start_ranks(self.host, world_size, address, self._authkey, spec)
@@ -116,7 +96,7 @@ class Pool:
     def _start_mpi(self, spec: dict, address) -> None:
         import json
         import tempfile
-        cmd = [_mpiexec(), "-n", str(self.world_size), sys.executable, "-m", "minitorch_dist.runtime.worker",
+        cmd = [_mpiexec(), "-n", str(self.world_size), sys.executable, "-m", "minitorch_dist.runtime.launching.worker",
                address[0], str(address[1]), json.dumps(spec)]
         if self.host:
             self._mpiexec = host_link.start_mpiexec(self.host, cmd, {"MINITORCH_DIST_AUTHKEY": self._authkey.hex()})

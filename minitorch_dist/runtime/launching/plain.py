@@ -228,7 +228,8 @@ def _dec_tensor(doc: dict, buffers: list) -> torch.Tensor:
 
 def _register_runtime_records() -> None:
     """What the runtime itself sends back: counters, trace events, its errors and Python's."""
-    from . import errors, trace
+    from .. import errors
+    from ..observe import trace
     for klass in (BaseException, Exception, ArithmeticError, AssertionError, AttributeError, EOFError,
                   ImportError, ModuleNotFoundError, IndexError, KeyError, LookupError, MemoryError,
                   NotImplementedError, OSError, OverflowError, RecursionError, RuntimeError, TimeoutError,

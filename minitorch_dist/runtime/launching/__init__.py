@@ -1,0 +1,11 @@
+"""Launching: how a run's ranks start, get their world group, run the function and report back.
+
+    launch.py      launch(fn, world_size, backend=...): the one entry point (local, sim, or inside
+                   a job started by an outside launcher)
+    pool.py        warm local rank processes (forked, or started by mpiexec) kept between runs
+    worker.py      a rank process: builds the world group, runs the functions it is sent
+    external.py    launch() inside torchrun / srun / mpirun / python -m minitorch_dist.run
+    attach.py      world_group(): a long-lived Group for a program that is already distributed
+    host.py, host_link.py   a rank host: ranks started by a helper process (the grader's sandbox)
+    channel.py, plain.py    messages between launcher and ranks; plain data for untrusted ranks
+"""

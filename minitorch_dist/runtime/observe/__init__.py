@@ -1,0 +1,7 @@
+"""Observation: what a run did and what each rank is doing now.
+
+    trace.py      per-rank counters (messages, bytes) and trace events of every Group call
+    timeline.py   trace events as Chrome trace JSON (Perfetto) or a matplotlib timeline
+    tracker.py    what each rank is blocked in now (for deadlock reports on process backends)
+    deadlock.py   wait-for graphs and the deadlock report every backend prints
+"""

@@ -1,0 +1,14 @@
+"""The simulator: every rank a thread of one process, a virtual clock, an alpha-beta network.
+
+    from minitorch_dist.runtime.sim import SimNetwork, run_sim
+
+    network.py      SimNetwork (alpha, beta, ...), SimBackend, run_sim
+    scheduler.py    one baton, a clock per rank, instant deadlock detection
+    p2p.py          point-to-point matching and timing; ports.py: the ports' timetables;
+                    payloads.py: payload copies; sendrecv.py: a ring step in one call
+    collectives.py  the provided collectives, computed at once and timed by the cost model
+"""
+
+from .network import SimBackend, SimNetwork, run_sim
+
+__all__ = ["SimNetwork", "SimBackend", "run_sim"]

@@ -1,0 +1,9 @@
+"""Process transports: Group messages between real processes.
+
+    gloo.py           torch's ProcessGroupGloo (CPU; CUDA tensors are staged through the host)
+    mpi.py            mpi4py communicators; mpi_progress.py: polled waits and the listener
+    framing.py        Group messages over a raw byte transport; framing_works.py: its Works
+    wire.py           the control header every framed message carries, and its checks
+
+A backend here is a Backend (../backend.py) listed in ../backends.py.
+"""
