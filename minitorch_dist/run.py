@@ -44,6 +44,8 @@ def main(argv=None) -> int:
     parser.add_argument("-n", "--nproc", type=int, required=True, help="number of ranks")
     parser.add_argument("--backend", default="gloo", choices=process_backends(),
                         help="%(choices)s (for mpi use mpirun; sim runs in one process: python script.py)")
+    parser.add_argument("--device", default=None, choices=["cpu", "cuda"],
+                        help="where each rank computes (group.device); nccl is always cuda")
     parser.add_argument("--deadline", type=float, default=None, help="seconds a blocking op may wait")
     parser.add_argument("--no-prefix", action="store_true", help="do not prefix output with [rank r]")
     parser.add_argument("script")
@@ -59,6 +61,8 @@ def main(argv=None) -> int:
                MASTER_ADDR="127.0.0.1", MASTER_PORT=str(store.port), MINITORCH_DIST_RUN="1",
                MINITORCH_DIST_STORE_HOSTED="1", MINITORCH_DIST_BACKEND=opts.backend)
     env.setdefault("OMP_NUM_THREADS", "1")
+    if opts.device is not None:
+        env["MINITORCH_DIST_DEVICE"] = opts.device
     if opts.deadline is not None:
         env["MINITORCH_DIST_DEADLINE"] = str(opts.deadline)
     procs, pumps = [], []

@@ -2,7 +2,18 @@
 # One-step setup on a fresh machine: a virtual environment in .venv with torch 2.13.0 (CPU),
 # numpy, mpi4py with MPICH from PyPI (mpirun/mpiexec land in .venv/bin), jupyter, nbgrader,
 # pytest, and minitorch_dist in editable mode.
+#   bash scripts/setup.sh                 # CPU build of torch (laptops, CI, the autograder)
+#   bash scripts/setup.sh --cuda          # torch's CUDA build (cu128) from download.pytorch.org, for GPUs
+#   bash scripts/setup.sh --cuda=cu126    # another CUDA build; MINITORCH_DIST_CUDA=cu126 does the same
 set -euo pipefail
+CUDA="${MINITORCH_DIST_CUDA:-}"
+for arg in "$@"; do
+  case "$arg" in
+    --cuda) CUDA="${CUDA:-cu128}" ;;
+    --cuda=*) CUDA="${arg#--cuda=}" ;;
+    *) echo "setup.sh: unknown option $arg (use --cuda or --cuda=cu126)" >&2; exit 2 ;;
+  esac
+done
 cd "$(dirname "$0")/.."
 PYTHON="${PYTHON:-python3}"
 if [ ! -x .venv/bin/python ]; then
@@ -10,6 +21,11 @@ if [ ! -x .venv/bin/python ]; then
 fi
 .venv/bin/python -m pip install --quiet --upgrade pip
 # torch first and pinned: an unpinned torch would pull several GB of CUDA packages.
-.venv/bin/python -m pip install --quiet "torch==2.13.0"
+if [ -n "$CUDA" ]; then
+  .venv/bin/python -m pip install --quiet "torch==2.13.0" --index-url "https://download.pytorch.org/whl/$CUDA" \
+    --extra-index-url https://pypi.org/simple
+else
+  .venv/bin/python -m pip install --quiet "torch==2.13.0"
+fi
 .venv/bin/python -m pip install --quiet -e ".[dev]"
-.venv/bin/python -c "import torch, mpi4py, minitorch_dist; print('minitorch_dist ready: torch', torch.__version__)"
+.venv/bin/python -c "import torch, mpi4py, minitorch_dist; print('minitorch_dist ready: torch', torch.__version__, f'(CUDA {torch.version.cuda}, {torch.cuda.device_count()} GPU(s))' if torch.version.cuda else '(CPU build)')"

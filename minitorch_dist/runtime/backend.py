@@ -57,6 +57,7 @@ class Backend(ABC):
     """Transport for one group of ranks. Tensors may live on any device the backend supports."""
 
     name: str = "?"
+    device: torch.device = torch.device("cpu")   # where this rank computes (group.device)
     rank: int          # this process's rank in the group
     size: int          # number of ranks in the group
     world_ranks: tuple[int, ...]  # world rank of each group rank
@@ -119,10 +120,10 @@ class Backend(ABC):
         """
 
     @classmethod
-    def world(cls, store, rank: int, size: int, key: str) -> "Backend":
+    def world(cls, store, rank: int, size: int, key: str, device=None) -> "Backend":
         """The world group's backend in one rank process of a job whose processes share `store`
-        (a c10d TCPStore). `key` is unique per job. Backends whose ranks are not such processes
-        (sim) do not have one."""
+        (a c10d TCPStore). `key` is unique per job; `device` is the run's device= (devices.py).
+        Backends whose ranks are not such processes (sim) do not have one."""
         raise NotImplementedError(f"backend {cls.name!r} does not run as a job of processes")
 
     def now(self) -> float | None:

@@ -34,6 +34,7 @@ BACKENDS = {info.name: info for info in (
     BackendInfo("gloo", "minitorch_dist.runtime.transports.gloo", "GlooBackend", "processes", "CPU processes over torch's gloo"),
     BackendInfo("mpi", "minitorch_dist.runtime.transports.mpi", "MpiBackend", "mpiexec", "processes started by mpiexec, over mpi4py"),
     BackendInfo("sim", "minitorch_dist.runtime.sim.network", "SimBackend", "threads", "threads with a virtual clock and an alpha-beta network"),
+    BackendInfo("nccl", "minitorch_dist.runtime.transports.nccl", "NcclBackend", "processes", "one GPU per rank, collectives by NCCL"),
 )}
 
 
@@ -52,9 +53,9 @@ def backend_class(name: str):
     return getattr(importlib.import_module(info.module), info.cls)
 
 
-def world_backend(name: str, store, rank: int, size: int, key: str):
+def world_backend(name: str, store, rank: int, size: int, key: str, device=None):
     """In a rank process: the world group's backend of a job of `size` processes sharing `store`."""
-    return backend_class(name).world(store, rank, size, key)
+    return backend_class(name).world(store, rank, size, key, device)
 
 
 def process_backends() -> tuple[str, ...]:

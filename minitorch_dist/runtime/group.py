@@ -68,6 +68,11 @@ class Group(ProvidedCollectives):
         return self._ctx.world_rank
 
     @property
+    def device(self) -> torch.device:
+        """Where this rank computes: cpu, or its GPU (launch(..., device="cuda") or backend="nccl")."""
+        return self._backend.device
+
+    @property
     def backend(self) -> str:
         """"gloo", "mpi" or "sim"."""
         return self._backend.name

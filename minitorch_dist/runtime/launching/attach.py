@@ -87,10 +87,11 @@ def torch_distributed_initialised() -> bool:
 
 
 def world_group(backend: str | None = None, *, deadline: float | None | str = "default",
-                collectives: bool = True, trace: bool = False) -> AttachedGroup:
+                collectives: bool = True, trace: bool = False, device: str | None = None) -> AttachedGroup:
     """This process's world Group in the job it already belongs to (see the module docstring).
 
-    backend: "gloo" (default) or "mpi" (under mpirun only). deadline: seconds a blocking call
+    backend: "gloo" (default), "nccl" or "mpi" (under mpirun only). device: "cpu" (default) or
+    "cuda", as for launch(). deadline: seconds a blocking call
     may wait before its deadlock report (default 60 s or MINITORCH_DIST_DEADLINE; None: no
     limit). collectives, trace: as for launch().
     """
@@ -104,7 +105,7 @@ def world_group(backend: str | None = None, *, deadline: float | None | str = "d
         deadline = default_deadline()
     generation = next(_generations)    # the same on every rank: each opens and closes in step
     if torch_distributed_initialised():
-        world, store, owns, rank, size = _from_torch(backend, generation)
+        world, store, owns, rank, size = _from_torch(backend, generation, device)
     else:
         job = detect_external()
         if job is None:
@@ -113,7 +114,7 @@ def world_group(backend: str | None = None, *, deadline: float | None | str = "d
                 "torch.distributed.init_process_group(...) first, or start the program with torchrun, "
                 "mpirun or python -m minitorch_dist.run; to start ranks from here, use launch(fn, world_size)")
         from .external import default_backend, world_for
-        world, store = world_for(job, backend or default_backend(job))
+        world, store = world_for(job, backend or default_backend(job), device)
         owns, rank, size = False, job.rank, job.world_size
     run_id = f"attached/{generation}"
     ctx = RankContext(rank, size, deadline=deadline, collectives=collectives, recorder=Recorder(rank, trace),
@@ -143,15 +144,15 @@ def run_attached(group: AttachedGroup, fn, world_size, args, kwargs) -> RunResul
                      [e for g in gathered for e in g[2]], group.backend, time.perf_counter() - started)
 
 
-def _from_torch(backend: str | None, generation: int):
-    name = backend or "gloo"
+def _from_torch(backend: str | None, generation: int, device):
+    name = backend or ("nccl" if dist.get_backend() == "nccl" else "gloo")
     starts = backend_info(name, "world_group").starts
     if starts != "processes":
         raise LaunchError(f"world_group(backend={name!r}) in a torch.distributed job: use gloo (mpi needs "
                           f"mpirun and init_process_group's job is not one; sim runs in one process)")
     rank, size = dist.get_rank(), dist.get_world_size()
     store = dist.PrefixStore("minitorch_dist", dist.distributed_c10d._get_default_store())
-    world = world_backend(name, store, rank, size, f"attached/{generation}/world")
+    world = world_backend(name, store, rank, size, f"attached/{generation}/world", device)
     return world, store, True, rank, size
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import atexit
 import datetime
 import itertools
+import os
 import pickle
 import socket
 import sys
@@ -53,10 +54,12 @@ def _store(job: ExternalJob, comm=None):
 
 
 def default_backend(job: ExternalJob) -> str:
-    return "mpi" if job.launcher == "mpirun" else "gloo"
+    """MINITORCH_DIST_BACKEND (python -m minitorch_dist.run --backend sets it), else mpi under
+    mpirun and gloo elsewhere."""
+    return os.environ.get("MINITORCH_DIST_BACKEND") or ("mpi" if job.launcher == "mpirun" else "gloo")
 
 
-def world_for(job: ExternalJob, backend: str):
+def world_for(job: ExternalJob, backend: str, device=None):
     """The job's world backend and store, built on first use (one backend per job)."""
     starts = backend_info(backend).starts
     if starts == "mpiexec" and job.launcher != "mpirun":
@@ -66,7 +69,7 @@ def world_for(job: ExternalJob, backend: str):
                           f"{process_backends()} or 'mpi' under mpirun ({backend} runs in one process: "
                           f"python script.py)")
     if "backend" in _world:
-        if _world["name"] != backend:
+        if _world["name"] != backend or _world["device"] != device:
             raise LaunchError(f"launch: this job already runs backend {_world['name']!r}; one backend per job")
         return _world["backend"], _world["store"]
     comm = None
@@ -74,8 +77,8 @@ def world_for(job: ExternalJob, backend: str):
         from ..transports.mpi_progress import _mpi
         comm = _mpi().COMM_WORLD
     store = _store(job, comm)
-    world = world_backend(backend, store, job.rank, job.world_size, "external/world")
-    _world.update(name=backend, backend=world, store=store)
+    world = world_backend(backend, store, job.rank, job.world_size, "external/world", device)
+    _world.update(name=backend, backend=world, store=store, device=device)
     atexit.register(_close_world)
     return world, store
 
@@ -107,14 +110,14 @@ def all_gather_objects(backend, obj, deadline: float | None) -> list:
 
 
 def run_external(fn, world_size, job: ExternalJob, args, kwargs, backend, deadline, collectives,
-                 trace) -> RunResult:
+                 trace, device=None) -> RunResult:
     if world_size is not None and world_size != job.world_size:
         raise LaunchError(f"launch(world_size={world_size}) but {job.launcher} started {job.world_size} "
                           f"processes: start {world_size} (e.g. mpirun -n {world_size}) or pass "
                           f"world_size=None to take the launcher's")
     backend = backend or default_backend(job)
     started = time.perf_counter()
-    world, store = world_for(job, backend)
+    world, store = world_for(job, backend, device)
     world.barrier().wait(deadline)
     run_id = f"external-run{next(_runs)}"
     task = Task(run_id, cloudpickle.dumps((fn, tuple(args), kwargs)), deadline, collectives, trace,

@@ -24,6 +24,7 @@ from multiprocessing.connection import wait
 import cloudpickle
 
 from ..backends import backend_info
+from ..devices import check_local_job
 from ..env import default_deadline
 from ..errors import LaunchError, RankError
 from ..observe.deadlock import format_report
@@ -48,13 +49,13 @@ def shutdown() -> None:
 atexit.register(shutdown)
 
 
-def _get_pool(world_size: int, backend: str, start_method: str | None, fresh: bool) -> Pool:
+def _get_pool(world_size: int, backend: str, start_method: str | None, fresh: bool, device) -> Pool:
     global _pool
     if _pool is not None and (fresh or not _pool.alive() or _pool.world_size != world_size
-                              or _pool.backend != backend):
+                              or _pool.backend != backend or _pool.device != device):
         shutdown()
     if _pool is None:
-        _pool = Pool(world_size, backend, start_method)
+        _pool = Pool(world_size, backend, start_method, device=device)
     return _pool
 
 
@@ -129,7 +130,7 @@ def _collect(pool: Pool, task: Task, timeout: float | None) -> list[tuple]:
 def launch(fn, world_size: int | None = None, *, args=(), kwargs=None, backend: str | None = None,
            deadline: float | None | str = "default", collectives: bool = True, trace: bool = True,
            network=None, timeout: float | None = None, fresh: bool = False,
-           start_method: str | None = None) -> RunResult:
+           start_method: str | None = None, device: str | None = None) -> RunResult:
     """Run `fn(group, *args, **kwargs)` on `world_size` ranks and return every rank's value.
 
     Args:
@@ -146,6 +147,9 @@ def launch(fn, world_size: int | None = None, *, args=(), kwargs=None, backend: 
         timeout: wall-clock limit of the whole run (gloo/mpi), for code stuck outside comm ops.
         fresh: start new rank processes even if a warm pool fits.
         start_method: "fork" (Linux default) or "spawn" for local gloo ranks.
+        device: "cpu" (default) or "cuda": where each rank computes, as group.device (gloo and
+            mpi stage GPU messages through the host; nccl is always on the GPU, one per rank).
+            MINITORCH_DIST_DEVICE sets the default.
 
     Returns:
         RunResult: a list of return values indexed by rank, with .counters, .events,
@@ -172,11 +176,15 @@ def launch(fn, world_size: int | None = None, *, args=(), kwargs=None, backend: 
     job = detect_external()
     if job is not None:
         from .external import run_external
-        return run_external(fn, world_size, job, args, kwargs, backend, deadline, collectives, trace)
+        return run_external(fn, world_size, job, args, kwargs, backend, deadline, collectives, trace,
+                            device or os.environ.get("MINITORCH_DIST_DEVICE"))
     if isinstance(world_size, bool) or not isinstance(world_size, int) or world_size < 1:
         raise LaunchError(f"launch: world_size must be a positive int, got {world_size!r}")
     backend = backend or os.environ.get("MINITORCH_DIST_BACKEND", "gloo")
     if backend_info(backend).starts == "threads":
+        if device not in (None, "cpu"):
+            raise LaunchError(f"launch(backend={backend!r}, device={device!r}): the simulator runs on the CPU; "
+                              f"device= is for gloo, mpi and nccl")
         from .host_link import host_address, run_sim_on_host
         if host_address():            # untrusted rank code: the whole sim runs in the rank host
             return run_sim_on_host(host_address(), fn, world_size, args, kwargs,
@@ -187,7 +195,10 @@ def launch(fn, world_size: int | None = None, *, args=(), kwargs=None, backend: 
         raise LaunchError("launch: network= is for backend='sim' only")
     payload = cloudpickle.dumps((fn, tuple(args), kwargs))
     started = time.perf_counter()
-    pool = _get_pool(world_size, backend, start_method, fresh)
+    device = device or os.environ.get("MINITORCH_DIST_DEVICE")
+    if check_local_job(backend, device, world_size) and start_method is None:
+        start_method = "spawn"        # CUDA does not survive a fork of a process that touched it
+    pool = _get_pool(world_size, backend, start_method, fresh, device)
     task = Task(uuid.uuid4().hex[:12], payload, deadline, collectives, trace, time.perf_counter(),
                 tuple(sys.path), plain=pool.plain)
     try:

@@ -57,8 +57,8 @@ class Pool:
     """world_size rank processes of one backend, connected to this process."""
 
     def __init__(self, world_size: int, backend: str, start_method: str | None = None,
-                 startup_timeout: float = 120.0):
-        self.world_size, self.backend = world_size, backend
+                 startup_timeout: float = 120.0, device: str | None = None):
+        self.world_size, self.backend, self.device = world_size, backend, device
         self.id = f"pool{os.getpid()}-{next(_IDS)}-{secrets.token_hex(3)}"
         self.store = dist.TCPStore("127.0.0.1", 0, world_size + 1, True, wait_for_workers=False,
                                    timeout=datetime.timedelta(seconds=60))
@@ -73,7 +73,7 @@ class Pool:
         self.plain = self.host is not None              # replies from untrusted ranks: plain data only
         self._read = channel.recv_plain if self.plain else channel.recv
         spec = {"backend": backend, "store_host": "127.0.0.1", "store_port": self.store.port,
-                "pool_id": self.id, "threads": 1, "plain": self.plain}
+                "pool_id": self.id, "threads": 1, "plain": self.plain, "device": device}
         address = self._server.getsockname()
         try:
             if backend_info(backend).starts == "mpiexec":

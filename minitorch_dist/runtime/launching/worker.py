@@ -174,7 +174,8 @@ def make_world(rank: int, world_size: int, spec: dict):
         return dist.TCPStore(spec["store_host"], spec["store_port"], world_size, False,
                              timeout=datetime.timedelta(seconds=60))
     store, board = client(), client()
-    backend = world_backend(spec["backend"], store, rank, world_size, f"{spec['pool_id']}/world")
+    backend = world_backend(spec["backend"], store, rank, world_size, f"{spec['pool_id']}/world",
+                            spec.get("device"))
 
     def tracker(run_id: str) -> BoardTracker:
         return BoardTracker(board, rank, world_size, prefix=run_id)

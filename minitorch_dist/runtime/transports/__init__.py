@@ -2,6 +2,7 @@
 
     gloo.py           torch's ProcessGroupGloo (CPU; CUDA tensors are staged through the host)
     mpi.py            mpi4py communicators; mpi_progress.py: polled waits and the listener
+    nccl.py           one GPU per rank: the provided collectives by NCCL, messages framed over gloo
     framing.py        Group messages over a raw byte transport; framing_works.py: its Works
     wire.py           the control header every framed message carries, and its checks
 

@@ -1,5 +1,8 @@
 """The gloo backend: torch.distributed's gloo process groups on CPU processes.
 
+With device="cuda" a rank's tensors live on a GPU and every message is staged through the
+host (a copy each way): the way to run GPU code with more ranks than GPUs, or on one GPU.
+
 Each Group owns a ProcessGroupGloo built directly from the job's store (no global
 torch.distributed state, so several jobs and sub-groups live side by side).
 Point-to-point messages are framed by framing.Framer (header + payload parts whose wire
@@ -17,6 +20,7 @@ import torch
 import torch.distributed as dist
 
 from ..backend import Backend, DeadlineExpired, Work
+from ..devices import CPU, rank_device
 from ..errors import PeerFailedError
 from .framing import Framer
 
@@ -61,8 +65,9 @@ class GlooBackend(Backend):
     name = "gloo"
 
     def __init__(self, store, rank: int, size: int, world_ranks: tuple[int, ...], key: str,
-                 pg_timeout: float | None = None):
+                 pg_timeout: float | None = None, device: torch.device = CPU):
         self.rank, self.size, self.world_ranks = rank, size, tuple(world_ranks)
+        self.device = device
         self._store, self._key = store, key
         timeout = _NO_TIMEOUT if pg_timeout is None else datetime.timedelta(seconds=pg_timeout)
         self._pg_timeout = pg_timeout
@@ -71,8 +76,8 @@ class GlooBackend(Backend):
                               self._name_rank, exact_parts=True)
 
     @classmethod
-    def world(cls, store, rank: int, size: int, key: str) -> "GlooBackend":
-        return cls(store, rank, size, tuple(range(size)), key)
+    def world(cls, store, rank: int, size: int, key: str, device=None) -> "GlooBackend":
+        return cls(store, rank, size, tuple(range(size)), key, device=rank_device(device, rank))
 
     def _name_rank(self, r: int) -> str:
         w = self.world_ranks[r]
@@ -154,7 +159,7 @@ class GlooBackend(Backend):
     # -- groups --------------------------------------------------------------------------
     def subgroup(self, ranks, key):
         return type(self)(self._store, ranks.index(self.rank), len(ranks),
-                           tuple(self.world_ranks[r] for r in ranks), key, self._pg_timeout)
+                          tuple(self.world_ranks[r] for r in ranks), key, self._pg_timeout, self.device)
 
     def close(self):
         """Collective over the group's members: ends the listener threads, then the connections."""

@@ -29,6 +29,7 @@ import zlib
 import torch
 
 from ..backend import Backend, DoneWork, Work
+from ..devices import rank_device
 from ..env import mpi_rank_and_size
 from . import wire
 from .framing import Framer
@@ -73,9 +74,11 @@ class MpiBackend(Backend):
     name = "mpi"
 
     @classmethod
-    def world(cls, store, rank: int, size: int, key: str) -> "MpiBackend":
+    def world(cls, store, rank: int, size: int, key: str, device=None) -> "MpiBackend":
         """The job's MPI_COMM_WORLD (mpiexec started the ranks; the store is not needed)."""
-        return cls(_mpi().COMM_WORLD)
+        world = cls(_mpi().COMM_WORLD)
+        world.device = rank_device(device, world.rank)
+        return world
 
     def __init__(self, comm, world_ranks: tuple[int, ...] | None = None, _adopt: bool = False):
         MPI = _mpi()
@@ -204,7 +207,9 @@ class MpiBackend(Backend):
         comm = self._comm.Create_group(members, zlib.crc32(key.encode()) % (self._tag_ub + 1))
         members.Free()
         parent.Free()
-        return MpiBackend(comm, tuple(self.world_ranks[r] for r in ranks), _adopt=True)
+        sub = MpiBackend(comm, tuple(self.world_ranks[r] for r in ranks), _adopt=True)
+        sub.device = self.device
+        return sub
 
     def close(self, timeout: float | None = 10.0) -> None:
         """Collective: end the listeners (the Framer's goodbyes), then free the communicators."""
