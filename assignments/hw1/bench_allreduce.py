@@ -3,6 +3,7 @@
     mpirun -n 4 python assignments/hw1/bench_allreduce.py            # MPI (backend mpi)
     python assignments/hw1/bench_allreduce.py                        # 4 local gloo processes
     python assignments/hw1/bench_allreduce.py --backend sim --quick  # simulated network (virtual time)
+    python assignments/hw1/bench_allreduce.py --backend nccl -n 4 --sizes 1M,4M,16M,64M,256M   # 4 GPUs
     python -m tools.overlay solutions -- .venv/bin/python assignments/hw1/bench_allreduce.py   # instructors: the reference
 
 Every algorithm in minitorch_dist.collectives.ALL_REDUCES (naive, tree, butterfly, ring) and
@@ -75,15 +76,15 @@ def _run_one(group, name: str, x: torch.Tensor) -> None:
 def bench_rank(group, sizes: list[int], algorithms: list[str], repeats: int, warmup: int) -> dict:
     """Rank code: {"times": {(size, alg): [seconds per call, one per repetition]},
     "verified": {(size, alg): True | "error text"}} for this rank (the caller takes the max over ranks)."""
-    p, r = group.size, group.rank
+    p, r, dev = group.size, group.rank, group.device      # dev: cpu, or this rank's GPU (nccl, --device cuda)
     times: dict = {}
     verified: dict = {}
     for n_bytes in sizes:
         n = n_bytes // 4
-        src = torch.arange(n, dtype=torch.int64).remainder_(7).add_(r).to(torch.float32)   # (n,)
+        src = torch.arange(n, dtype=torch.int64).remainder_(7).add_(r).to(dev, torch.float32)   # (n,)
         expected = torch.arange(n, dtype=torch.int64).remainder_(7).mul_(p).add_(p * (p - 1) // 2)
-        expected = expected.to(torch.float32)                                                # (n,)
-        x = torch.empty(n, dtype=torch.float32)
+        expected = expected.to(dev, torch.float32)                                           # (n,)
+        x = torch.empty(n, dtype=torch.float32, device=dev)
         live = []
         for name in algorithms:                          # 1. check once, closed form
             x.copy_(src)
@@ -178,7 +179,11 @@ def target_line(rows: list[dict], backend: str) -> str | None:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("-n", "--world-size", type=int, default=4, help="ranks (ignored under mpirun)")
-    parser.add_argument("--backend", default=None, help="gloo (default), mpi (default under mpirun) or sim")
+    parser.add_argument("--backend", default=None,
+                        help="gloo (default), mpi (default under mpirun), sim, or nccl (one GPU per rank: the "
+                             "native all-reduce is NCCL's, your algorithms' messages go through the host)")
+    parser.add_argument("--device", default=None, choices=["cpu", "cuda"],
+                        help="where the buffers live (gloo, mpi); nccl is always cuda")
     parser.add_argument("--sizes", type=lambda s: [parse_size(v) for v in s.split(",")], default=None,
                         help="comma-separated bytes, e.g. 1K,1M,64M (default 1K..64M, powers of 4)")
     parser.add_argument("--algorithms", default=",".join(list(ALL_REDUCES) + [NATIVE]),
@@ -200,7 +205,7 @@ def main(argv=None) -> int:
     job = detect_external()
     world_size = None if job else opts.world_size
     result = launch(bench_rank, world_size, args=(sizes, algorithms, repeats, 1), backend=opts.backend,
-                    collectives=NATIVE in algorithms, trace=False, deadline=300)
+                    collectives=NATIVE in algorithms, trace=False, deadline=300, device=opts.device)
     if job is not None and job.rank != 0:
         return 0
     p = len(result)
