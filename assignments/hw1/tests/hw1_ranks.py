@@ -90,7 +90,7 @@ def _snapshot(counters) -> dict:
 
 
 def _run_one(case: Case, group) -> dict:
-    x = make_input(case, group.rank, group.size)
+    x = make_input(case, group.rank, group.size).to(group.device)     # the run's device (cpu or a GPU)
     before = _snapshot(group.counters)
     ret = _call(case, x, group)
     after = _snapshot(group.counters)
@@ -155,7 +155,7 @@ def rank_call_bad(group, fn_name: str, bad: str):
     """Rank code: call `fn_name` with one bad argument (an unknown op, a transposed x, root=p)."""
     import minitorch_dist.collectives as collectives
     fn = getattr(collectives, fn_name)
-    x = torch.ones(4, 6).t() if bad == "non-contiguous" else torch.ones(24)
+    x = torch.ones(4, 6, device=group.device).t() if bad == "non-contiguous" else torch.ones(24, device=group.device)
     if fn_name in ("broadcast", "reduce"):
         kwargs = {"root": group.size if bad == "root" else 0}
         if fn_name == "reduce":
@@ -171,5 +171,5 @@ def rank_all_but_last(group, fn_name: str, n: int):
     import minitorch_dist.collectives as collectives
     if group.rank == group.size - 1:
         return None
-    x = torch.ones(n)
+    x = torch.ones(n, device=group.device)
     return getattr(collectives, fn_name)(x, group)

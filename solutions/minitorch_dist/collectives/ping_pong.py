@@ -48,7 +48,7 @@ def ping_pong(group, sizes_bytes, repeats: int = 10, warmup: int = 2, peer: int 
         return result
     for size in sizes_bytes:
         size = int(size)
-        buf = torch.zeros(size, dtype=torch.uint8)
+        buf = torch.zeros(size, dtype=torch.uint8, device=group.device)
         one_way = []
         for i in range(warmup + repeats):
             if group.rank == 0:

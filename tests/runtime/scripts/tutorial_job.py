@@ -91,6 +91,7 @@ def run(rank, world_size, port, case):
                 text = str(exc)
                 assert "finished" not in text, text
                 say(f"rank {rank} deadlock ok " + text.replace("\n", " | "))
+            dist.barrier()      # both reports are read before either rank closes (it would show as finished)
             group.close()
         elif case == "closed":
             group = world_group(deadline=3)
