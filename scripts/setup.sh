@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One-step setup on a fresh machine: a virtual environment in .venv with torch 2.13.0 (CPU),
-# numpy, mpi4py with MPICH from PyPI (mpirun/mpiexec land in .venv/bin), jupyter, nbgrader,
+# numpy, mpi4py with MPICH from PyPI (mpirun/mpiexec land in .venv/bin), jupyter, nbgrader, jupytext,
 # pytest, and minitorch_dist in editable mode.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -12,4 +12,7 @@ fi
 # torch first and pinned: an unpinned torch would pull several GB of CUDA packages.
 .venv/bin/python -m pip install --quiet "torch==2.13.0"
 .venv/bin/python -m pip install --quiet -e ".[dev]"
+# jupytext reads the notebooks' sources, the percent .py beside each .ipynb (python -m tools.notebooks
+# builds them; Jupyter opens the .py as a notebook). Pinned: the build must give the same notebook everywhere.
+.venv/bin/python -m pip install --quiet "jupytext==1.19.6"
 .venv/bin/python -c "import torch, mpi4py, minitorch_dist; print('minitorch_dist ready: torch', torch.__version__)"
