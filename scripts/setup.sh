@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One-step setup on a fresh machine: a virtual environment in .venv with torch 2.13.0 (CPU),
-# numpy, mpi4py with MPICH from PyPI (mpirun/mpiexec land in .venv/bin), jupyter, nbgrader, jupytext,
+# numpy, mpi4py with MPICH from PyPI (mpirun/mpiexec land in .venv/bin), jupyter, nbgrader,
 # pytest, and minitorch_dist in editable mode.
 set -euo pipefail
 cd "$(dirname "$0")/.."
