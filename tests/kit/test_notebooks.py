@@ -149,6 +149,16 @@ def test_committed_notebook_matches_its_source(name):
                for c in nb.cells if c.cell_type == "code"), f"{rel} stores outputs"
 
 
+def test_bad_nbgrader_settings_in_a_percent_file_are_a_clear_error(tmp_path):
+    header = '# %% nbgrader={"grade": true, "grade_id": "test_x", "locked": true, "schema_version": 3, "solution": false'
+    (tmp_path / "a.py").write_text(header + ', "task": false}\nassert True\n')
+    with pytest.raises(ValueError, match=r"a.py, cell 0: graded cell test_x needs points"):
+        build("a.ipynb", root=str(tmp_path))
+    (tmp_path / "b.py").write_text(header + ', "task": false, "point": 2}\nassert True\n')
+    with pytest.raises(ValueError, match=r"unknown nbgrader key\(s\) \['point'\]"):
+        build("b.ipynb", root=str(tmp_path))
+
+
 # -- the lectures -------------------------------------------------------------------------------
 @pytest.mark.timeout(600)      # the first of these runs every lecture (the session's executed_lectures)
 @pytest.mark.parametrize("name", list(LECTURES))
