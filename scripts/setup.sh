@@ -20,6 +20,9 @@ if [ ! -x .venv/bin/python ]; then
   "$PYTHON" -m venv .venv
 fi
 .venv/bin/python -m pip install --quiet --upgrade pip
+# jupytext (it pulls no torch) reads the notebooks' sources, the percent .py beside each .ipynb (tools.notebooks
+# builds them; Jupyter opens the .py as a notebook). Pinned: the build must give the same notebook everywhere.
+.venv/bin/python -m pip install --quiet "jupytext==1.19.6"
 # torch first and pinned: an unpinned torch would pull several GB of CUDA packages.
 if [ -n "$CUDA" ]; then
   .venv/bin/python -m pip install --quiet "torch==2.13.0" --index-url "https://download.pytorch.org/whl/$CUDA" \

@@ -13,7 +13,8 @@ its stubs (minitorch_dist/), the grader (autograder/ with only this homework's h
 assignments/common and assignments/<hw> (harness and public tests), the tools the grader imports,
 pyproject.toml. Not in it: solutions/ (but the reference files the homework builds on, homework.json
 builds_on, which the grader lays under the student's code), other homeworks, the kit's own tests,
-lectures, notebooks (nbgrader grades those; the homework's source notebook holds the answers), .git.
+lectures, notebooks (nbgrader grades those; the homework's source notebook and its percent file hold the
+answers), .git.
 The zip is checked for solution text (tools.release's leak scan) before it is written.
 
 setup.sh makes /autograder/source/.venv (python3 -m venv; apt-get installs python3-venv when it is
@@ -31,6 +32,7 @@ import tempfile
 import tomllib
 import zipfile
 
+from tools.notebooks import notebooks, source_of
 from tools.overlay import ROOT, homework_manifest, kit_files
 from tools.release import find_leaks, homeworks
 from tools.stubs import SOLUTIONS, builds_on
@@ -79,9 +81,10 @@ def upload_files(hw: str, root: str = ROOT) -> list[str]:
     others = [h for h in homeworks(root) if h != hw]
     dropped = tuple(f"{top}/{h}/" for h in others for top in ("assignments", "autograder"))
     keep = ("minitorch_dist/", "autograder/", "assignments/")
+    sources = {source_of(rel) for rel in notebooks(root).values()}    # a notebook's percent file: the answers too
     return [rel for rel in kit_files(root)
             if (rel.startswith(keep) and not rel.startswith(dropped) and not rel.startswith("autograder/mutants/")
-                and not rel.endswith(".ipynb"))                  # the nbgrader source holds the answers
+                and not rel.endswith(".ipynb") and rel not in sources)   # the nbgrader source holds the answers
             or rel in TOOLS_NEEDED or rel == "pyproject.toml"]
 
 

@@ -1,6 +1,8 @@
 """An nbgrader course for the kit's homework notebooks, graded against each student's own package.
 
     python -m tools.nbgrader_course setup COURSE hw1 [hw2 ...]   # config, source/, release/ (student version)
+    python -m tools.nbgrader_course setup COURSE hw1 --exchange /srv/nbgrader/exchange   # ... and release it there
+    python -m tools.nbgrader_course collect COURSE hw1           # the exchange's submissions into submitted/
     python -m tools.nbgrader_course autograde COURSE hw1         # every student in submitted/ (or --student ID)
     python -m tools.nbgrader_course export COURSE                # grades.csv of every assignment and student
 
@@ -15,7 +17,19 @@ interpreter, with its bin folder first on PATH (nbgrader calls `alembic` from th
 setup writes COURSE/nbgrader_config.py (course id "minitorch_dist", the gradebook in COURSE,
 execution timeout 300 s per cell), copies each homework's source notebook (homework.json
 "notebook") to COURSE/source/<hw>/ and runs generate_assignment: COURSE/release/<hw>/ is what
-students receive (solutions and hidden tests stripped).
+students receive (solutions and hidden tests stripped). With --exchange, the config names that
+folder as nbgrader's exchange (Exchange.root; created if missing) and release_assignment puts each
+homework there. Students then use nbgrader's own commands, with the same exchange and course id in
+their nbgrader_config.py (CourseDirectory.course_id "minitorch_dist", Exchange.root; on a shared
+machine without JupyterHub, CourseDirectory.student_id too, or they all submit as their login):
+
+    nbgrader fetch_assignment hw1     # ./hw1/: the notebook; they add their package files beside it
+    nbgrader submit hw1
+    nbgrader fetch_feedback hw1       # after the instructor's generate_feedback and release_feedback
+
+and `collect` fetches what they submitted into COURSE/submitted/ (nbgrader collect; by default it
+warns when a submission's owner is not the student it names: pass --no-check-owner where every
+student submits as one user, as in the kit's test).
 """
 
 from __future__ import annotations
@@ -36,6 +50,7 @@ c.CourseDirectory.root = {root!r}
 c.CourseDirectory.course_id = {course!r}
 c.CourseDirectory.db_url = 'sqlite:///{root}/gradebook.db'
 c.Execute.timeout = 300
+{exchange}
 
 # Hidden tests: the release strips them from locked test cells, and autograde puts the source cell
 # back when a submitted cell's checksum differs, warning each time. A cell that is exactly the
@@ -98,16 +113,26 @@ def notebook_of(hw: str, root: str = ROOT) -> str:
     return rel
 
 
-def setup(course: str, homeworks: list[str], root: str = ROOT) -> None:
+def setup(course: str, homeworks: list[str], root: str = ROOT, exchange: str | None = None) -> None:
+    """The course folder with each homework generated, and released to `exchange` when given."""
     os.makedirs(course, exist_ok=True)
     course = os.path.abspath(course)
+    line = f"c.Exchange.root = {os.path.abspath(exchange)!r}" if exchange else ""
     with open(os.path.join(course, "nbgrader_config.py"), "w") as f:
-        f.write(CONFIG.format(root=course, course=COURSE_ID))
+        f.write(CONFIG.format(root=course, course=COURSE_ID, exchange=line))
     for hw in homeworks:
         source = os.path.join(course, "source", hw)
         os.makedirs(source, exist_ok=True)
         shutil.copy(os.path.join(root, notebook_of(hw, root)), source)
         nbgrader(course, ["generate_assignment", hw, "--force"])
+        if exchange:
+            nbgrader(course, ["release_assignment", hw, "--force"])
+
+
+def collect(course: str, hw: str, check_owner: bool = True) -> str:
+    """nbgrader collect: the exchange's latest submission of each student into COURSE/submitted/; its log."""
+    return nbgrader(os.path.abspath(course), ["collect", hw, "--update"]
+                    + ([] if check_owner else ["--ExchangeCollect.check_owner=False"]))
 
 
 def students(course: str, hw: str) -> list[str]:
@@ -152,6 +177,12 @@ def main(argv=None) -> int:
     p = sub.add_parser("setup", help="config, source notebooks and generate_assignment")
     p.add_argument("course")
     p.add_argument("homeworks", nargs="+")
+    p.add_argument("--exchange", help="release each homework to this nbgrader exchange folder")
+    p = sub.add_parser("collect", help="nbgrader collect from the exchange into submitted/")
+    p.add_argument("course")
+    p.add_argument("homework")
+    p.add_argument("--no-check-owner", action="store_true",
+                   help="no warning when a submission's owner is not its student (one user submits for all)")
     p = sub.add_parser("autograde", help="every student (or --student) against their own package files")
     p.add_argument("course")
     p.add_argument("homework")
@@ -162,8 +193,13 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     try:
         if args.command == "setup":
-            setup(args.course, args.homeworks)
-            print(f"tools.nbgrader_course: {args.course}: release/ holds the student notebooks of {args.homeworks}")
+            setup(args.course, args.homeworks, exchange=args.exchange)
+            print(f"tools.nbgrader_course: {args.course}: release/ holds the student notebooks of {args.homeworks}"
+                  + (f", released to {args.exchange}" if args.exchange else ""))
+        elif args.command == "collect":
+            collect(args.course, args.homework, not args.no_check_owner)
+            print(f"tools.nbgrader_course: collected {len(students(args.course, args.homework))} student(s) "
+                  f"of {args.homework} into {os.path.join(args.course, 'submitted')}")
         elif args.command == "autograde":
             graded = autograde(args.course, args.homework, args.student)
             print(f"tools.nbgrader_course: autograded {len(graded)} student(s) of {args.homework}")

@@ -15,11 +15,11 @@ its solution), EXCEPT the instructor-only paths:
     .ci/          CI entry point (runs the instructor test suite)
 
 and except assignments/<hw>/ of homeworks not selected with --homework; README.md is the students'
-(tools/student_readme.py). Each selected homework's nbgrader notebook (homework.json "notebook") is nbgrader's
-student version (`nbgrader generate_assignment` in a temporary course folder: solution
-cells cleared, hidden tests removed); a notebook that does not exist yet is skipped with a
-warning. Lecture notebooks (lectures/**/*.ipynb) ship with their outputs, executed at
-release time under the solutions overlay (the lectures call the reference algorithms).
+(tools/student_readme.py). Each selected homework's nbgrader notebook (homework.json "notebook") is
+nbgrader's student version (`nbgrader generate_assignment` in a temporary course folder: solution cells
+cleared, hidden tests removed), without its percent source (tools.notebooks: it holds the answers); one
+that does not exist yet is skipped with a warning. Lecture notebooks ship with their outputs (and their
+percent sources), executed at release time under the solutions overlay (they call the reference code).
 A homework that runs on an earlier one's code (homework.json builds_on: hw3 on hw2's
 BucketedDDP) gets that reference code with --reference <earlier hw>, an instructor's choice once
 the earlier homework is due; without it the stubs stay and the release warns. Finally the copy is
@@ -38,6 +38,7 @@ import subprocess
 import sys
 import tempfile
 
+from tools.notebooks import source_of
 from tools.overlay import ROOT, copy_kit, homework_manifest, overlay
 from tools.stubs import BEGIN, END, SOLUTIONS, drifted, lay_provided, solution_files
 from tools.student_readme import student_readme
@@ -79,11 +80,6 @@ def solution_regions(root: str = ROOT, leave_out: str | None = None) -> list[lis
     return regions
 
 
-def solution_lines(root: str = ROOT) -> set[str]:
-    """Every telling line of every solution region."""
-    return {line for region in solution_regions(root) for line in region}
-
-
 # Lines of a solution region that carry no answer: rank/neighbour bookkeeping that the kit's
 # runtime tests, lectures and benchmarks write the same way. Shorter lines (`return x`) are skipped.
 GENERIC = {
@@ -121,6 +117,8 @@ def _nbgrader_release(source_nb: str, homework: str, dest_nb: str) -> None:
             raise ReleaseError(f"nbgrader generate_assignment failed on {source_nb} (exit {out.returncode}):\n"
                                f"{out.stderr[-3000:]}")
         shutil.copyfile(released, dest_nb)
+    if os.path.exists(source_of(dest_nb)):              # the notebook's percent source holds the answers
+        os.remove(source_of(dest_nb))
 
 
 def execute_notebook(path: str, env: dict, timeout: float = 600):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import glob
 import os
 
+from tools.notebooks import source_of
 from tools.overlay import ROOT, homework_manifest
 
 HEAD = """# minitorch_dist: your copy of the course kit
@@ -55,9 +56,10 @@ def homework_section(hw: str, root: str = ROOT) -> str:
               f".venv/bin/python -m pytest {m['public_tests']}{first}   # one task's"]
     if m.get("notebook"):
         lines.append(f".venv/bin/jupyter lab {m['notebook']}    # the notebook part")
+    notebook_source = source_of(m["notebook"]) if m.get("notebook") else None    # a notebook, not a script
     for script in sorted(glob.glob(os.path.join(root, folder, "*.py"))):
         name = os.path.basename(script)
-        if name != "__init__.py":
+        if name != "__init__.py" and os.path.join(folder, name) != notebook_source:
             lines.append(f".venv/bin/python {folder}/{name}    # see its --help")
     lines.append("```")
     return "\n".join(lines) + "\n" + SUBMIT.format(hw=hw)

@@ -41,6 +41,7 @@ def test_the_upload_holds_the_grader_of_one_homework_and_no_solution(hw3_zip):
     assert "minitorch_dist/compression/powersgd.py" in names and "assignments/hw3/tests/hw3_ranks.py" in names
     assert not any(n.startswith(("autograder/hw1/", "assignments/hw1/", "tests/", "lectures/", ".git")) for n in names)
     assert not any(n.endswith(".ipynb") for n in names)                     # hw3's nbgrader source holds answers
+    assert "assignments/hw3/hw3_compression.py" not in names                # and so does its percent file
     solutions = sorted(n for n in names if n.startswith("solutions/"))
     assert solutions == ["solutions/" + rel for rel in homework_manifest("hw3")["builds_on"]["hw2"]], solutions
     assert info["provided"] == homework_manifest("hw3")["builds_on"]["hw2"]

@@ -1,16 +1,20 @@
-"""tools.nbgrader_course: an nbgrader course for homework 4's notebook, three students collected into
-submitted/ (a correct one, one whose package is only partly written, a broken one), autograded
-each against their own package files, exported to a CSV: the round trip an instructor runs, with no
-PATH set by hand and no checksum warning.
+"""tools.nbgrader_course: homework 4's notebook through nbgrader's own round trip, every step one of
+nbgrader's commands: generate_assignment and release_assignment to a temporary exchange; three
+students (a correct one, one whose package is only partly written, a broken one), each with their own
+HOME and nbgrader_config.py, fetch_assignment, answer the fetched notebook, add their package files
+and submit; the instructor collects, autogrades each against the student's own package files,
+generates and releases feedback, which each student fetches; the grades are exported to a CSV. No PATH
+set by hand and no checksum warning.
 """
 
 from __future__ import annotations
 
 import os
-import shutil
+import re
 
 import pytest
 
+nbformat = pytest.importorskip("nbformat")
 pytest.importorskip("nbgrader")
 
 from tools import nbgrader_course as nc  # noqa: E402
@@ -19,39 +23,106 @@ from tools.overlay import ROOT, homework_manifest  # noqa: E402
 pytestmark = [pytest.mark.notebook, pytest.mark.slow]
 HW = "hw4"
 FULL = 17.0                     # homework 4 notebook: part A 7 + part B 6 + part C 4
+NOTEBOOK = os.path.basename(nc.notebook_of(HW))
+MARKER = re.compile(r"^\s*### (BEGIN|END) SOLUTION\s*$")
+STUDENT_CONFIG = """c = get_config()
+c.CourseDirectory.course_id = {course!r}
+c.CourseDirectory.student_id = {student!r}
+c.Exchange.root = {exchange!r}
+c.Exchange.assignment_dir = {home!r}
+c.Exchange.cache = {cache!r}
+"""
 
 
-def _submit(course: str, student: str, notebook: str, files: dict[str, str]) -> None:
-    folder = os.path.join(course, "submitted", student, HW)
-    os.makedirs(folder)
-    shutil.copy(notebook, os.path.join(folder, os.path.basename(nc.notebook_of(HW))))
-    for name, text in files.items():
-        with open(os.path.join(folder, name), "w") as f:
-            f.write(text)
+class Student:
+    """A student's own HOME and nbgrader config, running nbgrader's student commands there."""
+
+    def __init__(self, base: str, name: str, exchange: str):
+        self.name, self.home = name, os.path.join(base, "students", name)
+        os.makedirs(self.home)
+        with open(os.path.join(self.home, "nbgrader_config.py"), "w") as f:
+            f.write(STUDENT_CONFIG.format(course=nc.COURSE_ID, student=name, exchange=exchange, home=self.home,
+                                          cache=os.path.join(self.home, ".nbgrader_cache")))
+
+    def nbgrader(self, *args: str) -> str:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("JUPYTER_")}
+        env["HOME"] = self.home
+        return nc.nbgrader(self.home, list(args), env, timeout=300)
+
+    @property
+    def folder(self) -> str:
+        return os.path.join(self.home, HW)
+
+    def answer(self, answers: dict[str, str], files: dict[str, str]) -> None:
+        """Write `answers` {grade id: code} into the fetched notebook's solution cells; add package files."""
+        path = os.path.join(self.folder, NOTEBOOK)
+        nb = nbformat.read(path, as_version=4)
+        for cell in nb.cells:
+            grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
+            if cell.metadata.get("nbgrader", {}).get("solution") and grade_id in answers:
+                cell.source = answers[grade_id]
+        nbformat.write(nb, path)
+        for name, text in files.items():
+            with open(os.path.join(self.folder, name), "w") as f:
+                f.write(text)
+
+
+def instructor_answers() -> dict[str, str]:
+    """{grade id: code} of each solution cell of the source notebook, its solution markers dropped."""
+    nb = nbformat.read(os.path.join(ROOT, nc.notebook_of(HW)), as_version=4)
+    return {cell.metadata.nbgrader["grade_id"]: "\n".join(line for line in cell.source.splitlines()
+                                                           if not MARKER.match(line))
+            for cell in nb.cells if cell.metadata.get("nbgrader", {}).get("solution")}
 
 
 @pytest.fixture(scope="module")
-def graded(tmp_path_factory):
-    course = str(tmp_path_factory.mktemp("course"))
+def round_trip(tmp_path_factory):
+    base = str(tmp_path_factory.mktemp("nbgrader"))
+    course, exchange = os.path.join(base, "course"), os.path.join(base, "exchange")
     env_path = os.environ.get("PATH", "")
-    nc.setup(course, [HW])
+    nc.setup(course, [HW], exchange=exchange)                        # generate_assignment, release_assignment
     assert os.environ.get("PATH", "") == env_path                  # nothing set by hand, nothing left set
-    released = os.path.join(course, "release", HW, os.path.basename(nc.notebook_of(HW)))
-    answers = os.path.join(ROOT, nc.notebook_of(HW))
     editable = homework_manifest(HW)["editable"]
     reference = {os.path.basename(rel): open(os.path.join(ROOT, "solutions", rel)).read() for rel in editable}
-    _submit(course, "correct", answers, reference)
-    partial = {name: text for name, text in reference.items() if name in ("comm.py", "linear.py")}
-    _submit(course, "partial", answers, partial)
-    _submit(course, "broken", released, {"comm.py": "def broken(:\n"})
-    logs = []
+    answers = instructor_answers()
+    work = {"correct": (answers, reference),
+            "partial": (answers, {name: text for name, text in reference.items() if name in ("comm.py", "linear.py")}),
+            "broken": ({}, {"comm.py": "def broken(:\n"})}
+    students, exchanged, logs = {}, [], []          # exchanged: the logs of the steps through the exchange
+    for name, (cells, files) in work.items():
+        student = students[name] = Student(base, name, exchange)
+        exchanged.append(student.nbgrader("fetch_assignment", HW))
+        student.answer(cells, files)
+        exchanged.append(student.nbgrader("submit", HW))
+    exchanged.append(nc.collect(course, HW, check_owner=False))     # every student is this one user here
     laid = nc.autograde(course, HW, log=logs.append)
+    logs.append(nc.nbgrader(course, ["generate_feedback", HW, "--force"]))
+    exchanged.append(nc.nbgrader(course, ["release_feedback", HW]))
+    for student in students.values():
+        exchanged.append(student.nbgrader("fetch_feedback", HW))
     grades = nc.read_grades(nc.export(course))
-    return course, laid, grades, logs
+    return dict(course=course, exchange=exchange, students=students, laid=laid, grades=grades,
+                logs=exchanged + logs, exchanged=exchanged, answers=answers)
 
 
-def test_each_student_is_graded_on_their_own_package(graded):
-    course, laid, grades, logs = graded
+def test_students_fetch_the_released_notebook_without_answers(round_trip):
+    outbound = os.path.join(round_trip["exchange"], nc.COURSE_ID, "outbound", HW, NOTEBOOK)
+    assert os.path.exists(outbound), "release_assignment put nothing in the exchange"
+    fetched = nbformat.read(outbound, as_version=4)
+    text = "\n".join(cell.source for cell in fetched.cells)
+    assert "BEGIN SOLUTION" not in text and "BEGIN HIDDEN TESTS" not in text
+    assert any(answer.strip() and answer.strip() not in text for answer in round_trip["answers"].values())
+    inbound = os.listdir(os.path.join(round_trip["exchange"], nc.COURSE_ID, "inbound"))
+    assert sorted(entry.split("+")[0] for entry in inbound) == ["broken", "correct", "partial"], inbound
+    warned = [log for log in round_trip["exchanged"] if "WARNING" in log or "ERROR" in log]
+    assert warned == [], warned
+    collected = os.path.join(round_trip["course"], "submitted", "partial", HW)
+    assert sorted(os.listdir(collected)) == sorted([NOTEBOOK, "comm.py", "linear.py", "timestamp.txt",
+                                                    "submission_secret.txt"])
+
+
+def test_each_student_is_graded_on_their_own_package(round_trip):
+    laid, grades, logs = round_trip["laid"], round_trip["grades"], round_trip["logs"]
     assert sorted(laid) == ["broken", "correct", "partial"]
     assert len(laid["correct"]) == len(homework_manifest(HW)["editable"])
     assert grades[(HW, "correct")] == FULL, grades
@@ -60,10 +131,10 @@ def test_each_student_is_graded_on_their_own_package(graded):
     assert any("partial: 2 of" in line and "the stubs run" in line for line in logs), logs
 
 
-def test_no_checksum_warning_and_feedback_can_be_generated(graded):
-    course, _, _, logs = graded
-    text = "\n".join(logs)
+def test_no_checksum_warning_and_every_student_fetches_feedback(round_trip):
+    text = "\n".join(round_trip["logs"])
     assert "autograde" in text.lower() and "checksum" not in text.lower(), text[-3000:]
-    nc.nbgrader(course, ["generate_feedback", HW, "--force"])
-    for student in ("correct", "partial", "broken"):
-        assert os.path.isdir(os.path.join(course, "feedback", student, HW)), student
+    for student in round_trip["students"].values():
+        assert os.path.isdir(os.path.join(round_trip["course"], "feedback", student.name, HW)), student.name
+        fetched = [name for _, _, names in os.walk(os.path.join(student.folder, "feedback")) for name in names]
+        assert f"{os.path.splitext(NOTEBOOK)[0]}.html" in fetched, (student.name, fetched)

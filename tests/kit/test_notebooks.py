@@ -8,7 +8,7 @@
 
 Every homework in HOMEWORKS and every lecture in LECTURES gets the same checks:
 
-- The committed notebooks are what tools/notebooks_src builds, without outputs.
+- The committed notebooks are what tools.notebooks builds from their percent files, without outputs.
 - Each lecture executes under a real Jupyter kernel with the reference implementation laid over
   the kit (tools.overlay), prints what it should and draws its figures.
 - nbgrader, in a temporary course directory per homework: generate_assignment strips solutions
@@ -33,19 +33,7 @@ nbformat = pytest.importorskip("nbformat")
 pytest.importorskip("nbclient")
 pytest.importorskip("nbgrader")
 
-from tools.notebooks_src import hw1 as hw1_src  # noqa: E402
-from tools.notebooks_src import hw2 as hw2_src  # noqa: E402
-from tools.notebooks_src import hw3 as hw3_src  # noqa: E402
-from tools.notebooks_src import hw4 as hw4_src  # noqa: E402
-from tools.notebooks_src import hw5 as hw5_src  # noqa: E402
-from tools.notebooks_src import hw6 as hw6_src  # noqa: E402
-from tools.notebooks_src import lecture01 as lecture01_src  # noqa: E402
-from tools.notebooks_src import lecture02 as lecture02_src  # noqa: E402
-from tools.notebooks_src import lecture03 as lecture03_src  # noqa: E402
-from tools.notebooks_src import lecture04 as lecture04_src  # noqa: E402
-from tools.notebooks_src import lecture05 as lecture05_src  # noqa: E402
-from tools.notebooks_src import lecture06 as lecture06_src  # noqa: E402
-from tools.notebooks_src._nb import render  # noqa: E402
+from tools.notebooks import build, notebooks, render, source_of  # noqa: E402
 from tools.overlay import ROOT  # noqa: E402
 from tools.release import leaks_in_text, readable_text  # noqa: E402
 from tests.kit.conftest import notebook_env  # noqa: E402
@@ -57,7 +45,7 @@ pytestmark = [pytest.mark.notebook, pytest.mark.slow]
 class Homework:
     """What the tests know about one homework notebook."""
 
-    source: object                      # its tools.notebooks_src module (PATH, notebook())
+    path: str                           # the notebook, relative to the kit (homework.json "notebook")
     no_package: dict[str, float]        # graded cells that need no package: {grade id: points}
     needs_package: dict[str, float]     # graded cells that run the student's package
     solution_cells: int
@@ -65,11 +53,11 @@ class Homework:
 
     @property
     def assignment(self) -> str:
-        return os.path.basename(os.path.dirname(self.source.PATH))
+        return os.path.basename(os.path.dirname(self.path))
 
     @property
     def notebook(self) -> str:
-        return os.path.splitext(os.path.basename(self.source.PATH))[0]
+        return os.path.splitext(os.path.basename(self.path))[0]
 
     @property
     def points(self) -> dict[str, float]:
@@ -80,81 +68,95 @@ class Homework:
 class Lecture:
     """A lecture notebook, the lines its run must print and how many figures it draws."""
 
-    source: object
+    path: str
     expected: tuple[str, ...]
     figures: int
 
 
+NOTEBOOKS = notebooks()
 HOMEWORKS = {
     "hw1": Homework(
-        source=hw1_src,
+        path=NOTEBOOKS["hw1"],
         no_package={"test_predicted_time": 3, "test_crossover": 2, "test_ring_bytes": 2, "test_best_algorithm": 2},
         needs_package={"test_measure": 2, "test_measure_fit": 2, "test_sim_times": 2, "test_all_reduce_times": 3},
         solution_cells=7, handout="assignments/hw1/README.md"),
     "hw2": Homework(
-        source=hw2_src,
+        path=NOTEBOOKS["hw2"],
         no_package={"test_bytes_per_step": 2, "test_count_buckets": 2, "test_mixing_matrix": 2,
                     "test_gossip_cheaper": 2},
         needs_package={"test_throughput": 2, "test_bucket_sweep": 3, "test_push_sum": 2, "test_stragglers": 3,
                        "test_gossip_wins": 1},
         solution_cells=9, handout="assignments/hw2/README.md"),
     "hw3": Homework(
-        source=hw3_src,
+        path=NOTEBOOKS["hw3"],
         no_package={"test_powersgd_elements": 2, "test_gather_limit": 2, "test_break_even": 2},
         needs_package={"test_ratio_sweep": 3, "test_rank_sweep": 3, "test_error_feedback": 2, "test_step_times": 2,
                        "test_pays_off": 1},
         solution_cells=8, handout="assignments/hw3/README.md"),
     "hw4": Homework(
-        source=hw4_src,
+        path=NOTEBOOKS["hw4"],
         no_package={"test_tp_vs_dp_bytes": 2, "test_params_per_rank": 2, "test_when_tp_pays": 3},
         needs_package={"test_compare_block": 3, "test_measure_step": 3, "test_sim_times": 3, "test_tp_pays_off": 1},
         solution_cells=7, handout="assignments/hw4/README.md"),
     "hw5": Homework(
-        source=hw5_src,
+        path=NOTEBOOKS["hw5"],
         no_package={"test_bubble": 2, "test_messages": 2, "test_live": 2},
         needs_package={"test_check_gpipe": 3, "test_sim_speedup": 3, "test_peak_memory": 2},
         solution_cells=6, handout="assignments/hw5/README.md"),
     "hw6": Homework(
-        source=hw6_src,
+        path=NOTEBOOKS["hw6"],
         no_package={"test_memory_per_rank": 3, "test_bytes_per_step": 2},
         needs_package={"test_memory_vs_n": 3, "test_traffic_vs_stage": 3},
         solution_cells=4, handout="assignments/hw6/README.md"),
 }
 LECTURES = {
-    "lecture01": Lecture(lecture01_src, figures=4, expected=(
+    "lecture01": Lecture(NOTEBOOKS["lecture01"], figures=4, expected=(
         "wait-for cycle: 0 -> 1 -> 0", "all results correct", "largest relative gap between sim")),
-    "lecture02": Lecture(lecture02_src, figures=4, expected=(
+    "lecture02": Lecture(NOTEBOOKS["lecture02"], figures=4, expected=(
         "replicas bitwise equal: True", "10 of 10 all-reduces start before backward ends",
         "after 3 steps: z =  3.50  3.50  3.50  3.50  3.50  3.50  3.50  3.50", "simulated seconds to reach loss")),
-    "lecture03": Lecture(lecture03_src, figures=5, expected=(
+    "lecture03": Lecture(NOTEBOOKS["lecture03"], figures=5, expected=(
         "bytes counted by the runtime equal the payload formula for every compressor",
         "signSGD + error feedback: distance to the minimum", "|sum applied + residual - sum of inputs|",
         "over the fast link: dense is fastest", "over the slow link:", "compression beats dense below:")),
-    "lecture04": Lecture(lecture04_src, figures=3, expected=(
+    "lecture04": Lecture(NOTEBOOKS["lecture04"], figures=3, expected=(
         "max |partial0 + partial1 - Y|", "TP block equals the dense block on every rank",
         "one all-reduce forward and one backward per MLP: True", "TP / DP")),
-    "lecture05": Lecture(lecture05_src, figures=2, expected=(
+    "lecture05": Lecture(NOTEBOOKS["lecture05"], figures=2, expected=(
         "every step time equals (m+p-1)(t_f+t_b)", "1F1B: step 27 ms = (m+p-1)(t_f+t_b) = 27 ms",
         "1F1B keeps at most p - j micro-batches on stage j; GPipe keeps m", "the slowest stage sets the pace")),
-    "lecture06": Lecture(lecture06_src, figures=2, expected=(
+    "lecture06": Lecture(NOTEBOOKS["lecture06"], figures=2, expected=(
         "ZeRO memory table (GB): 120.0 31.4 16.6 1.9", "tracker matches the cost model within",
         "FSDP / DDP bytes per step: 1.50")),
 }
-SOURCES = {**{name: lec.source for name, lec in LECTURES.items()}, **{hw: h.source for hw, h in HOMEWORKS.items()}}
 SECRET_MARKERS = ("BEGIN SOLUTION", "END SOLUTION", "BEGIN HIDDEN TESTS", "END HIDDEN TESTS")
 
 
 # -- the committed notebooks --------------------------------------------------------------------
-@pytest.mark.parametrize("name", list(SOURCES))
+def test_every_notebook_is_tested():
+    assert set(NOTEBOOKS) == set(LECTURES) | set(HOMEWORKS), "a notebook without its checks here, or checks of none"
+
+
+@pytest.mark.parametrize("name", list(NOTEBOOKS))
 def test_committed_notebook_matches_its_source(name):
-    source = SOURCES[name]
-    with open(os.path.join(ROOT, source.PATH), encoding="utf-8") as f:
+    rel = NOTEBOOKS[name]
+    with open(os.path.join(ROOT, rel), encoding="utf-8") as f:
         committed = f.read()
-    assert committed == render(source.notebook()), (
-        f"{source.PATH} differs from {source.__name__}; rebuild it: python -m {source.__name__}")
+    assert committed == render(build(rel)), (
+        f"{rel} differs from {source_of(rel)}; rebuild it: .venv/bin/python -m tools.notebooks {name}")
     nb = nbformat.reads(committed, as_version=4)
     assert all(not c.get("outputs") and c.get("execution_count") is None
-               for c in nb.cells if c.cell_type == "code"), f"{source.PATH} stores outputs"
+               for c in nb.cells if c.cell_type == "code"), f"{rel} stores outputs"
+
+
+def test_bad_nbgrader_settings_in_a_percent_file_are_a_clear_error(tmp_path):
+    header = '# %% nbgrader={"grade": true, "grade_id": "test_x", "locked": true, "schema_version": 3, "solution": false'
+    (tmp_path / "a.py").write_text(header + ', "task": false}\nassert True\n')
+    with pytest.raises(ValueError, match=r"a.py, cell 0: graded cell test_x needs points"):
+        build("a.ipynb", root=str(tmp_path))
+    (tmp_path / "b.py").write_text(header + ', "task": false, "point": 2}\nassert True\n')
+    with pytest.raises(ValueError, match=r"unknown nbgrader key\(s\) \['point'\]"):
+        build("b.ipynb", root=str(tmp_path))
 
 
 # -- the lectures -------------------------------------------------------------------------------
@@ -162,7 +164,7 @@ def test_committed_notebook_matches_its_source(name):
 @pytest.mark.parametrize("name", list(LECTURES))
 def test_lecture_runs_against_the_reference(name, executed_lectures):
     lecture = LECTURES[name]
-    rel = lecture.source.PATH
+    rel = lecture.path
     assert rel in executed_lectures.notebooks or rel in executed_lectures.errors, f"{rel} was not found"
     if rel in executed_lectures.errors:     # nbclient's CellExecutionError names the failing cell
         raise executed_lectures.errors[rel]
@@ -217,7 +219,7 @@ def course(request, tmp_path_factory):
     hw = HOMEWORKS[request.param]
     root = str(tmp_path_factory.mktemp(f"course-{request.param}"))
     os.makedirs(os.path.join(root, "source", hw.assignment))
-    shutil.copy(os.path.join(ROOT, hw.source.PATH), os.path.join(root, "source", hw.assignment))
+    shutil.copy(os.path.join(ROOT, hw.path), os.path.join(root, "source", hw.assignment))
     with open(os.path.join(root, "nbgrader_config.py"), "w") as f:
         f.write("c = get_config()\n"
                 f"c.CourseDirectory.root = {root!r}\n"
@@ -242,7 +244,7 @@ def test_release_strips_solutions_and_hidden_tests(course):
 
 @pytest.mark.timeout(300)
 def test_autograde_reference_answers_on_reference_package_full_marks(course, reference):
-    course.submit("reference", os.path.join(ROOT, course.hw.source.PATH))
+    course.submit("reference", os.path.join(ROOT, course.hw.path))
     _nbgrader(course.root, ["autograde", course.hw.assignment, "--student", "reference", "--force"],
               reference.env(), timeout=280)
     grades = course.grades("reference")
@@ -253,7 +255,7 @@ def test_autograde_reference_answers_on_reference_package_full_marks(course, ref
 def stub_grades(course, stubs):
     """Grades of two submissions autograded on the stub package (one nbgrader run)."""
     course.submit("stub_blank", course.released())                                  # the released notebook
-    course.submit("stub_answers", os.path.join(ROOT, course.hw.source.PATH))        # every answer in place
+    course.submit("stub_answers", os.path.join(ROOT, course.hw.path))        # every answer in place
     _nbgrader(course.root, ["autograde", course.hw.assignment, "--student", "stub_*", "--force"], stubs.env(),
               timeout=180)
     return {student: course.grades(student) for student in ("stub_blank", "stub_answers")}
@@ -281,9 +283,10 @@ def _leaks(path: str) -> list[str]:
 
 @pytest.mark.parametrize("name", list(LECTURES))
 def test_lecture_holds_no_solution(name):
-    """Lectures ship executed, as they are: no line of a reference solution may appear in them."""
-    leaks = _leaks(os.path.join(ROOT, LECTURES[name].source.PATH))
-    assert not leaks, f"{LECTURES[name].source.PATH} gives away: {leaks[:5]}"
+    """Lectures ship executed, with their percent files: no line of a reference solution may appear in them."""
+    for rel in (LECTURES[name].path, source_of(LECTURES[name].path)):
+        leaks = _leaks(os.path.join(ROOT, rel))
+        assert not leaks, f"{rel} gives away: {leaks[:5]}"
 
 
 def test_released_notebook_and_handout_hold_no_solution(course):

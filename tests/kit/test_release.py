@@ -14,6 +14,7 @@ import re
 import pytest
 
 from tools import release as rel
+from tools.notebooks import source_of
 from tools.overlay import ROOT, homework_manifest
 from tools.stubs import SOLUTIONS, solution_files, stub_text
 
@@ -159,6 +160,8 @@ def test_homework_notebook_is_nbgraders_student_version(released):
             assert not os.path.exists(os.path.join(out, nb_rel))
             continue
         assert nb_rel in report["notebooks"]
+        assert os.path.exists(os.path.join(ROOT, source_of(nb_rel))), f"{nb_rel} has no percent source"
+        assert not os.path.exists(os.path.join(out, source_of(nb_rel))), "the notebook's source (answers) shipped"
         with open(os.path.join(ROOT, nb_rel)) as f, open(os.path.join(out, nb_rel)) as g:
             source, student = f.read(), g.read()
         if "BEGIN SOLUTION" in source:
@@ -173,6 +176,7 @@ def test_lectures_ship_with_outputs(released):
         with open(os.path.join(out, path)) as f:
             cells = [c for c in json.load(f)["cells"] if c["cell_type"] == "code" and "".join(c["source"]).strip()]
         assert any(c.get("outputs") for c in cells), f"{path} shipped without outputs"
+        assert os.path.exists(os.path.join(out, source_of(path))), f"{path} shipped without its percent source"
 
 
 def test_leak_scan_catches_planted_lines(tmp_path):
