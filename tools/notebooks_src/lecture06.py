@@ -200,6 +200,44 @@ CELLS = [
     code(r"""
     print(f"notebook ran in {time.perf_counter() - START:.0f} s")
     """),
+    # --- hw6 6.6 HSDP cells ---
+    md(r"""
+    ## 6. Hybrid sharding (HSDP): FSDP inside a node, data parallel across
+
+    Homework 6's bonus (6.6). With shard groups of s consecutive ranks (a node), the all-gathers and the
+    reduce-scatter stay inside the node (3 (s-1)/s Psi per rank); only the gradient shards, Psi / s,
+    cross the nodes in an all-reduce over the N/s replicas. The price: every rank holds 1/s of the model,
+    not 1/N. Below, 4 simulated ranks as 2 nodes of 2: FSDP over all 4 (s = 4) against HSDP (s = 2),
+    the bytes each rank sends per step as rings, split by whether the collective's group spans both
+    nodes, from the trace.
+    """),
+    code(r"""
+    from minitorch_dist.sharded import HybridShardedModel
+
+    def hsdp_step(group, shard_size, node=2):
+        model = HybridShardedModel(CharTransformer(**CFG, seed=0), group, shard_size)
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+        tracker = MemoryTracker(model, opt)
+        idx = torch.randint(0, CFG["vocab_size"], (4, 33), generator=torch.Generator().manual_seed(group.rank))
+        members = {g.name: g.ranks for g in (model.world, model.shard_group, model.replica_group)}
+        first = len(group.events)
+        F.cross_entropy(model(idx[:, :-1]).flatten(0, 1), idx[:, 1:].flatten()).backward()
+        opt.step()
+        live = tracker.sample()
+        sent = {"inside a node": 0.0, "across nodes": 0.0}
+        for e in group.events[first:]:
+            g = len(members[e.group])
+            factor = {"all_gather": g - 1, "reduce_scatter": (g - 1) / g, "all_reduce": 2 * (g - 1) / g}.get(e.op, 0)
+            where = "across nodes" if len({r // node for r in members[e.group]}) > 1 else "inside a node"
+            sent[where] += factor * e.nbytes
+        return {**sent, "state": live["params"] + live["grads"] + live["optimizer"]}
+
+    print(f"{'4 ranks, 2 nodes':18s} {'inside a node':>14s} {'across nodes':>13s} {'params+grads+state':>19s}")
+    for label, s in (("FSDP (s = 4)", 4), ("HSDP (s = 2)", 2)):
+        runs = launch(hsdp_step, 4, args=(s,), backend="sim")
+        print(f"{label:18s} {runs[0]['inside a node'] / 1e3:11.1f} kB {runs[0]['across nodes'] / 1e3:10.1f} kB "
+              f"{max(r['state'] for r in runs) / 1e3:16.1f} kB")
+    """),
 ]
 
 
