@@ -191,6 +191,11 @@ def memory_problems(o: Outcome) -> list[str]:
         if c.stage == "zero1" and grads > sum(numels) * es + shard_bytes:
             problems.append(f"rank {r}: {grads} B of gradients before the step; ZeRO-1 holds the full gradients "
                             f"({sum(numels) * es} B) and the shard's ({shard_bytes} B)")
+        flat = padded_numel(sum(numels), p) * es + _replicated_bytes(c)
+        if c.stage == "zero1" and last["after_step"]["params"] > flat:
+            problems.append(f"rank {r}: {last['after_step']['params']} B of parameters after the step; expected "
+                            f"{flat} B (the padded flat parameters, frozen ones and buffers): keep no copy of the "
+                            f"shard, make it a view of the flat buffer the parameters are views of")
         if c.stage in ("zero2", "fsdp", "hsdp") and grads > shard_bytes:
             problems.append(f"rank {r}: {grads} B of gradients before the step; expected only the shard's "
                             f"{shard_bytes} B (1/{p} of {sum(numels) * es} B): free the full gradients once "
