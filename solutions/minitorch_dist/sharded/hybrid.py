@@ -76,8 +76,10 @@ class HybridShardedModel(FullyShardedModel):
     """HSDP: FullyShardedModel over this rank's shard group, gradients averaged across replicas.
 
     Attributes: those of FullyShardedModel (`group` is the shard group), world (the whole group),
-    shard_size, shard_group, replica_group. At construction every rank takes rank 0's parameters and
-    buffers (the world's rank 0), so ranks that started apart train one model.
+    shard_size, shard_group, replica_group. Construction (your part): every rank takes the world's
+    rank 0's parameters and buffers (broadcast over `group`), so ranks that started apart train one
+    model; then self.shard_group and self.replica_group (hybrid_groups). The provided rest builds the
+    FullyShardedModel over the shard group, with a HybridParamUnit per unit (new_unit).
     """
 
     def __init__(self, model, group, shard_size: int, prefetch: bool = False, checkpoint: bool = False,
