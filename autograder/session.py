@@ -156,6 +156,10 @@ class GradingSession:
                                  "collection_problems": self.problems, "static_scan": findings,
                                  "sandbox_uids": [box.uid for box in self.boxes if box.uid is not None],
                                  "tasks": task_totals(graded)}
+        bonus = [k for k, title in self.manifest.get("tasks", {}).items() if "(bonus)" in title]
+        tasks = results["extra_data"]["tasks"]                  # a bonus task's points come on top of the base total
+        results["extra_data"]["bonus"] = {"tasks": bonus, "base_max": round(sum(
+            v["max"] for k, v in tasks.items() if k not in bonus), 4)}
         self.last_tests, self.last_check = graded, check
         if out:
             write_results(out, results)

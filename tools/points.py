@@ -62,9 +62,12 @@ def table(hw: str, totals: dict[str, float], root: str = ROOT) -> str:
     for task, pts in totals.items():
         title = m["tasks"].get(task, "").split(":")[0]
         lines.append(f"| {task} {title} | {_fmt(pts)} |")
-    code = sum(totals.values())
+    bonus = sum(pts for task, pts in totals.items() if "(bonus)" in m["tasks"].get(task, ""))
+    code = sum(totals.values()) - bonus
     nb = notebook_points(hw, root)
-    lines.append(f"| code, in all | {_fmt(code)} |")
+    lines.append(f"| code, in all{' (without the bonus)' if bonus else ''} | {_fmt(code)} |")
+    if bonus:
+        lines.append(f"| bonus, on top of that | {_fmt(bonus)} |")
     if nb:
         lines.append(f"| notebook (nbgrader) | {_fmt(nb)} |")
     lines.append("")

@@ -53,3 +53,18 @@ PREFETCH, CHECKPOINT, MIXED = Suite(prefetch_cases), Suite(checkpoint_cases), Su
 BAD = Suite(lambda p: [Case("bad_zero"), Case("bad_fsdp")])
 SIM = Suite(lambda p: [Case("fsdp", "adamw", "frozen", prefetch=True)], backend="sim")
 MPI = Suite(lambda p: [Case("fsdp", "sgd", "tied", checkpoint=True)], backend="mpi")
+
+
+def hybrid_cases(p: int) -> list[Case]:
+    """HSDP (6.6) at every shape of p ranks: p = 4 as 2 x 2 (AdamW, and SGD from weights apart on the
+    frozen/buffer model); p = 3 as one shard group of 3 (FSDP; the 2-element model leaves rank 2 only
+    padding) and as 3 replicas of 1 (DDP)."""
+    if p == 4:
+        return [Case("hsdp", "adamw", "tied", shard_size=2),
+                Case("hsdp", "sgd", "frozen", init="different", shard_size=2)]
+    return [Case("hsdp", "adamw", "tied", shard_size=3), Case("hsdp", "adamw", "tiny", shard_size=3),
+            Case("hsdp", "sgd", "frozen", init="different", shard_size=1)]
+
+
+HYBRID = Suite(hybrid_cases)
+BAD_HYBRID = Suite(lambda p: [Case("bad_hsdp", shard_size=2)])       # at p = 3: 2 does not divide 3

@@ -5,6 +5,8 @@
     FlatParamUnit               6.3  one FSDP unit: gather, free, reduce-scatter (flat_unit.py)
     FullyShardedModel           6.3  FSDP with hooks and prefetch; 6.4 checkpointing; 6.5 mixed
                                      precision and full_parameters() (fsdp.py)
+    HybridShardedModel          6.6  (bonus) HSDP: FSDP in shard groups of s ranks, gradient shards
+                                     all-reduced across the N/s replicas (hybrid.py)
     FlatLayout, ShardedLayout,
     padded_numel, buckets_by_size     provided: flat buffers, padding, shards (flat.py)
     transformer_units, make_unit      provided: the unit wrapping policy (policy.py)
@@ -21,7 +23,8 @@ from .flat import FlatLayout, ShardedLayout, buckets_by_size, padded_numel
 from .policy import Slot, Unit, make_unit, transformer_units
 
 _STUDENT = {"ZeroOptimizer": "zero", "Zero2Optimizer": "zero", "trainable_params": "zero",
-            "FlatParamUnit": "flat_unit", "FullyShardedModel": "fsdp"}
+            "FlatParamUnit": "flat_unit", "FullyShardedModel": "fsdp", "HybridShardedModel": "hybrid",
+            "HybridParamUnit": "hybrid", "hybrid_groups": "hybrid"}
 
 __all__ = ["FlatLayout", "ShardedLayout", "buckets_by_size", "padded_numel", "Slot", "Unit", "make_unit",
            "transformer_units", *_STUDENT]

@@ -58,7 +58,11 @@ class ZeroOptimizer:
     Built like torch.distributed.optim.ZeroRedundancyOptimizer: (params, optimizer_class, group,
     **kwargs for optimizer_class). Attributes: `optim` (the wrapped optimizer, stepping on
     `shard`), `shard` (this rank's flat float shard of the parameters, an nn.Parameter),
-    `layout` (a ShardedLayout of the trainable parameters), `params`, `group`.
+    `layout` (a ShardedLayout of the trainable parameters), `params`, `group`, `flat`.
+    Memory: with one bucket (ZeRO-1's default) the parameters become views of one padded flat
+    buffer `flat` and `shard` is a view of this rank's chunk of it: no copy of the shard, and the
+    step updates this rank's part of the parameters in place. With several buckets (ZeRO-2) a
+    rank's shard is not contiguous in such a buffer: `shard` is a copy and `flat` is None.
     """
 
     def __init__(self, params, optimizer_class, group, buckets: list[list[int]] | None = None, **kwargs):

@@ -29,6 +29,8 @@ def test_bench_fsdp_on_the_reference_compares_with_torch_fsdp2_and_zero(referenc
     assert all(r[0] > 0 and r[2] > 0 for r in rows.values())
     # same units, same shards: the reference FSDP holds no more parameters + grads + state than FSDP2
     assert rows["FSDP 6.3 (prefetch)"][3] <= 1.0, out
+    # the reference ZeRO-1 keeps no copy of its shard (a view of the flat parameters): no more than torch's
+    assert rows["ZeRO-1 6.1"][3] <= 1.0, out
     assert re.search(r"^targets \(time <= 1\.3x, memory <= torch's\): (all met|missed by .+)$", out, re.M), out
 
 

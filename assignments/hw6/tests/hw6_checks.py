@@ -85,10 +85,15 @@ def trainable_numels(case) -> list[int]:
     return [q.numel() for q in build_model(case).parameters() if q.requires_grad]
 
 
+def ways(o: Outcome) -> int:
+    """How many ranks share one copy of the model: p, or the shard group's size under HSDP."""
+    return o.case.shard_size if o.case.stage == "hsdp" else o.p
+
+
 def expected_shards(o: Outcome) -> list[int]:
     """Elements of each shard a rank holds (one per FSDP unit; one for ZeRO)."""
-    p, numels = o.p, trainable_numels(o.case)
-    if o.case.stage == "fsdp":
+    p, numels = ways(o), trainable_numels(o.case)
+    if o.case.stage in ("fsdp", "hsdp"):
         return [padded_numel(n, p) // p for n in unit_sizes(o.case)]
     if o.case.stage == "zero2":
         return [sum(padded_numel(sum(numels[i] for i in b), p) // p for b in buckets_by_size(numels, ZERO2_BUCKET))]
@@ -165,7 +170,7 @@ def memory_problems(o: Outcome) -> list[str]:
     """Shard sizes, optimizer state, gradients and parameters per rank, from the memory tracker."""
     if o.error is not None:
         return [o.error]
-    c, p, problems = o.case, o.p, []
+    c, p, problems = o.case, ways(o), []
     if not c.steps:
         return []
     shards, es, numels = expected_shards(o), _itemsize(o.case), trainable_numels(o.case)
@@ -186,7 +191,12 @@ def memory_problems(o: Outcome) -> list[str]:
         if c.stage == "zero1" and grads > sum(numels) * es + shard_bytes:
             problems.append(f"rank {r}: {grads} B of gradients before the step; ZeRO-1 holds the full gradients "
                             f"({sum(numels) * es} B) and the shard's ({shard_bytes} B)")
-        if c.stage in ("zero2", "fsdp") and grads > shard_bytes:
+        flat = padded_numel(sum(numels), p) * es + _replicated_bytes(c)
+        if c.stage == "zero1" and last["after_step"]["params"] > flat:
+            problems.append(f"rank {r}: {last['after_step']['params']} B of parameters after the step; expected "
+                            f"{flat} B (the padded flat parameters, frozen ones and buffers): keep no copy of the "
+                            f"shard, make it a view of the flat buffer the parameters are views of")
+        if c.stage in ("zero2", "fsdp", "hsdp") and grads > shard_bytes:
             problems.append(f"rank {r}: {grads} B of gradients before the step; expected only the shard's "
                             f"{shard_bytes} B (1/{p} of {sum(numels) * es} B): free the full gradients once "
                             f"they are reduce-scattered")
@@ -196,13 +206,13 @@ def memory_problems(o: Outcome) -> list[str]:
             if last["peak"]["grads"] > bound:
                 problems.append(f"rank {r}: {last['peak']['grads']} B of gradients at the peak of backward; at most "
                                 f"the shard and about one bucket ({bound} B) expected")
-        if c.stage == "fsdp":
+        if c.stage in ("fsdp", "hsdp"):
             problems += _fsdp_memory(o, r, last, shard_bytes)
     return problems
 
 
 def _fsdp_memory(o: Outcome, r: int, last: dict, shard_bytes: int) -> list[str]:
-    c, p, problems = o.case, o.p, []
+    c, p, problems = o.case, ways(o), []
     rest = _replicated_bytes(c)
     after = last["after_step"]["params"]
     if after > shard_bytes + rest:
@@ -241,7 +251,7 @@ def prefetch_problems(o: Outcome) -> list[str]:
     problems = []
     for r, rep in enumerate(o.ranks):
         step = rep["steps"][-1]
-        gathers = [(start, end) for op, start, end, _ in step["events"] if op == "all_gather"]
+        gathers = [(start, end) for op, start, end, *_ in step["events"] if op == "all_gather"]
         for when, times in (("forward", step["fwd_times"]), ("backward", step["bwd_times"])):
             for i, t in enumerate(times):
                 after = [g for g in gathers if g[1] >= t]
@@ -259,10 +269,11 @@ def prefetch_problems(o: Outcome) -> list[str]:
 # -- bad input -------------------------------------------------------------------------------------
 def bad_input_problems(o: Outcome) -> list[str]:
     """Every rank raised TypeError (an optimizer name for a class) or ValueError (a model without
-    blocks), with a message that names the argument."""
+    blocks, a shard_size that does not divide p), with a message that names the argument."""
     if o.error is not None:
         return [o.error]
-    want = {"bad_zero": ("TypeError", "optimizer_class"), "bad_fsdp": ("ValueError", "blocks")}[o.case.stage]
+    want = {"bad_zero": ("TypeError", "optimizer_class"), "bad_fsdp": ("ValueError", "blocks"),
+            "bad_hsdp": ("ValueError", "shard_size")}[o.case.stage]
     problems = []
     for r, rep in enumerate(o.ranks):
         if rep["raised"] != want[0] or want[1] not in rep["message"]:

@@ -48,8 +48,11 @@ def build(case: Case, group, times: dict):
         if case.stage == "zero1":
             return model, ZeroOptimizer(model.parameters(), cls, group, **kwargs), None
         return model, Zero2Optimizer(model.parameters(), cls, group, bucket_numel=1500, **kwargs), None
-    from minitorch_dist.sharded import FullyShardedModel
+    from minitorch_dist.sharded import FullyShardedModel, HybridShardedModel
     units = [make_unit("outer", model)] if case.model == "tiny" else None
+    if case.stage == "hsdp":
+        hsdp = HybridShardedModel(model, group, case.shard_size, units=units)
+        return hsdp, cls([q for q in hsdp.parameters() if q.requires_grad], **kwargs), hsdp
     fsdp = FullyShardedModel(model, group, prefetch=case.prefetch, checkpoint=case.checkpoint,
                              compute_dtype=torch.bfloat16 if case.mixed else None, units=units)
     return fsdp, cls([q for q in fsdp.parameters() if q.requires_grad], **kwargs), fsdp
@@ -84,7 +87,7 @@ def _full_params(case, group, model, fsdp) -> dict:
         return {n: q.detach().clone() for n, q in model.named_parameters()}
     out = {}
     for unit in fsdp.units:
-        gathered = group.all_gather(unit.shard.detach().contiguous())
+        gathered = fsdp.group.all_gather(unit.shard.detach().contiguous())    # HSDP: the shard group
         start = "" if unit.spec.module is fsdp.module else unit.spec.name + "."
         views = unit.layout.views(gathered)                      # one per slot, in order
         out.update({start + s.name: views[k].clone() for k, s in enumerate(unit.spec.slots)})
@@ -121,7 +124,7 @@ def run_training(case: Case, group) -> dict:
         losses.append(loss.item())
         steps.append({"comm": _delta(counts(group), before), "forward": forward, "grads_at_step": grads_at_step,
                       "after_step": after_step, "peak": dict(tracker.peak),
-                      "events": [[e.op, e.start, e.end, e.nbytes] for e in group.events[events_from:]],
+                      "events": [[e.op, e.start, e.end, e.nbytes, e.group] for e in group.events[events_from:]],
                       "fwd_times": [times["fwd"][i] for i in sorted(times["fwd"])],
                       "bwd_times": [times["bwd"][i] for i in sorted(times["bwd"])]})
         del loss
@@ -131,6 +134,8 @@ def run_training(case: Case, group) -> dict:
     if fsdp is not None:
         report["dtypes"] = {"shards": sorted({str(u.shard.dtype) for u in fsdp.units}), "grads": grad_dtypes,
                             "full": sorted({str(u.full.dtype) for u in fsdp.units})}
+    if case.stage == "hsdp":                                 # each group's world ranks, by name
+        report["groups"] = {g.name: list(g.ranks) for g in (fsdp.world, fsdp.shard_group, fsdp.replica_group)}
     if fsdp is not None and case.mixed:
         report["gathered"] = fsdp.full_parameters()
     return report
@@ -139,10 +144,14 @@ def run_training(case: Case, group) -> dict:
 def run_bad_input(case: Case, group) -> dict:
     """A valid run first (a stub raises there); then the invalid construction must raise (caught here):
     bad_zero: ZeroOptimizer(params, "adamw", group) (a name, not an optimizer class);
-    bad_fsdp: FullyShardedModel(nn.Linear(3, 3), group) (no `blocks`, no units given)."""
+    bad_fsdp: FullyShardedModel(nn.Linear(3, 3), group) (no `blocks`, no units given);
+    bad_hsdp: HybridShardedModel(model, group, case.shard_size), shard_size not dividing p."""
     from torch import nn
 
-    from minitorch_dist.sharded import FullyShardedModel, ZeroOptimizer
+    from minitorch_dist.sharded import FullyShardedModel, HybridShardedModel, ZeroOptimizer
+    if case.stage == "bad_hsdp":
+        run_training(Case("hsdp", model="tiny", steps=1, shard_size=1), group)
+        return attempt(lambda: HybridShardedModel(build_model(case), group, case.shard_size))
     run_training(Case("zero1" if case.stage == "bad_zero" else "fsdp", steps=1), group)
     if case.stage == "bad_zero":
         return attempt(lambda: ZeroOptimizer(build_model(case).parameters(), "adamw", group, lr=0.1))

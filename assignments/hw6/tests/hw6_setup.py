@@ -28,18 +28,19 @@ from minitorch_dist.models import CharTransformer
 VOCAB, D_MODEL, HEADS, LAYERS, SEQ, GLOBAL_BATCH = 13, 10, 2, 3, 8, 12
 OPTIMS = {"adamw": (torch.optim.AdamW, {"lr": 0.05, "weight_decay": 0.1}),
           "sgd": (torch.optim.SGD, {"lr": 0.2, "momentum": 0.9})}
-STAGES = ("ddp", "zero1", "zero2", "fsdp")
+STAGES = ("ddp", "zero1", "zero2", "fsdp", "hsdp")
 ZERO2_BUCKET = 1500                                  # elements per ZeRO-2 bucket (a block and a bit)
 TASK_OF = {"zero1": "task6_1", "zero2": "task6_2", "fsdp": "task6_3", "ddp": "task6_1", "bad_zero": "task6_1",
-           "bad_fsdp": "task6_3"}
+           "bad_fsdp": "task6_3", "hsdp": "task6_6", "bad_hsdp": "task6_6"}
 
 
 @dataclass(frozen=True)
 class Case:
     """One training run on every rank.
 
-    stage:  "ddp" (the harness's own all-reduce: a baseline), "zero1", "zero2", "fsdp"; "bad_zero",
-            "bad_fsdp" (a valid construction and step, then an invalid construction that must raise)
+    stage:  "ddp" (the harness's own all-reduce: a baseline), "zero1", "zero2", "fsdp", "hsdp" (6.6,
+            shard groups of shard_size ranks); "bad_zero", "bad_fsdp", "bad_hsdp" (a valid construction
+            and step, then an invalid construction that must raise)
     optim:  "adamw" or "sgd";  model: "tied", "frozen", "tiny";  dtype: "float64" or "float32"
     prefetch, checkpoint, mixed (bf16 compute): FSDP options;  init "same" or "different" (rank r
     starts from weights of seed r; rank 0's are the reference's);  steps;  tag: which test looks;
@@ -57,6 +58,7 @@ class Case:
     steps: int = 2
     tag: str = ""
     for_task: str = ""
+    shard_size: int = 0
 
     @property
     def kind(self) -> str:
@@ -75,6 +77,7 @@ class Case:
 
     def describe(self, p: int) -> str:
         extra = [self.optim, self.model, self.dtype, f"{self.steps} steps"]
+        extra += [f"shard groups of {self.shard_size}"] if self.shard_size else []
         extra += [w for w, on in (("prefetch", self.prefetch), ("checkpointing", self.checkpoint),
                                   ("bf16 compute", self.mixed), ("ranks start apart", self.init != "same")) if on]
         return f"{self.stage}(p={p}, {', '.join(extra)})"

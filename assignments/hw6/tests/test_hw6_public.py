@@ -1,7 +1,7 @@
 """Homework 6 public tests: a few cases per task (the hidden tests run many more).
 
     python -m pytest assignments/hw6/tests                 # every task
-    python -m pytest assignments/hw6/tests -m task6_3      # one task (task6_1 .. task6_5)
+    python -m pytest assignments/hw6/tests -m task6_3      # one task (task6_1 .. task6_6)
 
 Your sharded pieces train the tiny CharTransformer (hw6_setup.py) for 3 steps on real processes
 (gloo). What each rank computed comes back here and is compared with one process on the global
@@ -14,6 +14,7 @@ import pytest
 from assignments.hw6.tests.hw6_checks import (checkpoint_problems, comm_problems, judge, memory_problems,
                                               prefetch_problems, result_problems)
 from assignments.hw6.tests.hw6_harness import Case, Suite
+from assignments.hw6.tests.hw6_hybrid_checks import hybrid_comm_problems
 
 
 def public_cases(p: int) -> list[Case]:
@@ -22,6 +23,7 @@ def public_cases(p: int) -> list[Case]:
 
 
 PUBLIC = Suite(public_cases)
+HYBRID = Suite(lambda p: [Case("hsdp", shard_size=2)])                # 4 ranks: 2 shard groups of 2
 CHECKS = (result_problems, comm_problems, memory_problems)
 
 
@@ -61,3 +63,9 @@ def test_fsdp_with_checkpointing():
 @pytest.mark.points(2)
 def test_mixed_precision_fsdp():
     judge(PUBLIC.outcomes(3, "fsdp_mixed"), *CHECKS)
+
+
+@pytest.mark.task6_6
+@pytest.mark.points(1)
+def test_hybrid_sharding_2x2():
+    judge(HYBRID.outcomes(4, "hsdp"), result_problems, hybrid_comm_problems, memory_problems)

@@ -68,7 +68,7 @@ class FullyShardedModel(nn.Module):
         with torch.no_grad():                                           # replicated: rank 0's copy
             for t in [q for s in specs for q in s.frozen] + list(model.buffers()):
                 group.broadcast(t.data, src=0)
-        self.units = [FlatParamUnit(spec, group, compute_dtype) for spec in specs]
+        self.units = [self.new_unit(spec, compute_dtype) for spec in specs]
         self.shards = nn.ParameterList([u.shard for u in self.units])
         self._order = [len(self.units) - 1] + list(range(len(self.units) - 1))   # forward order: outer first
         if self.units and compute_dtype is not None:
@@ -81,6 +81,10 @@ class FullyShardedModel(nn.Module):
         # END SOLUTION
         if checkpoint:
             self.wrap_checkpointing()
+
+    def new_unit(self, spec, compute_dtype):
+        """The FlatParamUnit of one policy Unit, sharded over self.group (HSDP, 6.6, makes its own)."""
+        return FlatParamUnit(spec, self.group, compute_dtype)
 
     def forward(self, *args, **kwargs):
         """The wrapped model's forward (the outer unit's hooks bracket it)."""

@@ -58,7 +58,11 @@ class ZeroOptimizer:
     Built like torch.distributed.optim.ZeroRedundancyOptimizer: (params, optimizer_class, group,
     **kwargs for optimizer_class). Attributes: `optim` (the wrapped optimizer, stepping on
     `shard`), `shard` (this rank's flat float shard of the parameters, an nn.Parameter),
-    `layout` (a ShardedLayout of the trainable parameters), `params`, `group`.
+    `layout` (a ShardedLayout of the trainable parameters), `params`, `group`, `flat`.
+    Memory: with one bucket (ZeRO-1's default) the parameters become views of one padded flat
+    buffer `flat` and `shard` is a view of this rank's chunk of it: no copy of the shard, and the
+    step updates this rank's part of the parameters in place. With several buckets (ZeRO-2) a
+    rank's shard is not contiguous in such a buffer: `shard` is a copy and `flat` is None.
     """
 
     def __init__(self, params, optimizer_class, group, buckets: list[list[int]] | None = None, **kwargs):
@@ -71,7 +75,15 @@ class ZeroOptimizer:
         with torch.no_grad():
             for prm in self.params:                              # rank 0's weights everywhere
                 group.broadcast(prm.data, src=0)
-        shard = self.layout.shard_of([q.detach() for q in self.params], group.rank)
+        self.flat = None
+        if len(self.layout.buckets) == 1:                        # ZeRO-1: no copy of the shard
+            idx, lay = self.layout.buckets[0], self.layout.layouts[0]
+            self.flat = lay.flatten([self.params[i].detach() for i in idx])      # (padded,)
+            for i, view in zip(idx, lay.views(self.flat)):
+                self.params[i].data = view                       # the parameters live in flat
+            shard = lay.chunk(self.flat, group.rank)             # a view: the step updates them in place
+        else:
+            shard = self.layout.shard_of([q.detach() for q in self.params], group.rank)
         self.shard = torch.nn.Parameter(shard)                   # (shard_numel,)
         self.optim = optimizer_class([self.shard], **kwargs)
         # END SOLUTION
@@ -100,6 +112,9 @@ class ZeroOptimizer:
         # BEGIN SOLUTION  (HW6 task 6.1)
         gathered = self.group.all_gather(self.shard.detach())
         with torch.no_grad():
+            if self.flat is not None:                            # one bucket: the gather is flat's layout
+                self.flat.copy_(gathered)
+                return
             for prm, full in zip(self.params, self.layout.unshard(gathered)):
                 prm.copy_(full)
         # END SOLUTION
