@@ -3,7 +3,8 @@
 A receive is done in up to three waits: its header (matched by the listener thread, or,
 for a gloo direct message, received on its own wire tag and checked by the waiting
 thread itself), then its payload parts in order. A wait cut short by a deadline may be
-waited on again.
+waited on again. On gloo, `completed()` says (without waiting) whether every raw message
+of the work went through: the Framer keeps works alive until then.
 """
 
 from __future__ import annotations
@@ -29,19 +30,31 @@ class SendWork(Work):
 
     It records when it was posted and whether its header was copied to the receiver's
     listener (framing.Framer._watch, for gloo direct sends); `done(work)` runs once the
-    wait has seen every raw message through.
+    wait has seen every raw message through. `eager(work)` (gloo, small messages) sends that
+    copy when the wait finds the message not yet taken, and returns the copy's Work (or None).
     """
 
-    def __init__(self, works: list[Work], keep, dst: int, done: Callable | None = None):
+    def __init__(self, works: list[Work], keep, dst: int, done: Callable | None = None,
+                 eager: Callable | None = None):
         self._works = works
         self.keep = keep                    # (control, tensor): buffers must outlive the transfer
         self.dst = dst
         self.posted = time.monotonic()
         self.copied = False
         self._done = done
+        self._eager = eager
+
+    def completed(self) -> bool:
+        return all(w.is_completed() for w in self._works)
 
     def wait(self, timeout: float | None) -> None:
         left = waiter(timeout)
+        if self._eager is not None:
+            if not self._works[0].is_completed():   # its receive is not posted: like an eager send
+                copy = self._eager(self)
+                if copy is not None:
+                    self._works.insert(0, copy)
+            self._eager = None
         while self._works:
             self._works[0].wait(left())
             self._works.pop(0)
@@ -63,6 +76,10 @@ class RecvWork(Work):
         self.header: Work | None = None
         self.header_buf: torch.Tensor | None = None
         self.claim: Callable | None = None
+        self.done: Callable | None = None   # done(work) once waited to the end (or failed)
+
+    def completed(self) -> bool:
+        return (self.header is None or self.header.is_completed()) and all(w.is_completed() for w in self.parts)
 
     def fail(self, exc: BaseException) -> None:
         self.error = PeerFailedError(f"the connection broke while receiving from rank {self.src} "
@@ -73,9 +90,9 @@ class RecvWork(Work):
     def wait(self, timeout: float | None) -> None:
         left = waiter(timeout)
         if self.header is not None:
-            # Once the listener has matched this receive (a copy of the header, or a small message
-            # that does not fit), the header receive is still filled, by the header itself or by
-            # the sender's filler; should that fail, the error the listener found is the one to report.
+            # Once the listener has matched this receive (a copy of the header), the header receive
+            # is still filled, by the message itself; should that fail, the error the listener
+            # found is the one to report.
             matched = self.ready.is_set()
             if not isinstance(self.error, PeerFailedError):
                 try:
@@ -90,7 +107,14 @@ class RecvWork(Work):
         if not self.ready.wait(left()):
             raise DeadlineExpired(f"recv from {self.src} tag {self.tag}")
         if self.error is not None:
+            self._finish()
             raise self.error
         while self.parts:
             self.parts[0].wait(left())
             self.parts.pop(0)
+        self._finish()
+
+    def _finish(self) -> None:
+        if self.done is not None:
+            self.done(self)
+            self.done = None

@@ -3,8 +3,8 @@
 Each Group owns a ProcessGroupGloo built directly from the job's store (no global
 torch.distributed state, so several jobs and sub-groups live side by side).
 Point-to-point messages are framed by framing.Framer (header + payload parts whose wire
-tags carry their lengths: gloo aborts on a message larger than its receive; a payload
-message's header goes on a wire tag of its own, straight to its receive). Waits take
+tags carry their lengths: gloo aborts on a message larger than its receive; a message's
+header, with a small payload, goes on a wire tag of its own, straight to its receive). Waits take
 the run's deadline: gloo's own per-op timeout. Its expiry closes the connection,
 which is fine: a deadline expiry ends the run with a deadlock report.
 """
@@ -36,6 +36,9 @@ class _GlooWork(Work):
 
     def __init__(self, work, rank: int, after=None):
         self._work, self._rank, self._after = work, rank, after
+
+    def is_completed(self) -> bool:
+        return self._work.is_completed()
 
     def wait(self, timeout: float | None) -> None:
         try:

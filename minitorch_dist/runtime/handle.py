@@ -1,10 +1,21 @@
-"""Handles of posted operations: isend/irecv (Handle) and asynchronous collectives."""
+"""Handles of posted operations: isend/irecv (Handle) and asynchronous collectives.
+
+A Handle freed without wait() warns (UnwaitedHandleWarning, naming the rank, op and peer):
+its message is still delivered (the backend keeps the work alive), but the program never
+learns whether it went through, and a send's tensor may not be modified until it has.
+"""
 
 from __future__ import annotations
+
+import warnings
 
 import torch
 
 from .backend import Work
+
+
+class UnwaitedHandleWarning(RuntimeWarning):
+    """An isend/irecv handle was freed without wait()."""
 
 
 class Handle:
@@ -36,6 +47,19 @@ class Handle:
         g._ctx.recorder.event(self._op, g.ranks[self._peer], self._tag, self._nbytes,
                               self._start, g._clock(), g.name)
         return self._result
+
+    def __del__(self):
+        if self._done:
+            return
+        try:
+            g = self._group
+            way = "from" if self._op in ("recv", "irecv") else "to"
+            warnings.warn(f"rank {g.world_rank}: the handle of {self._op} {way} rank {g.ranks[self._peer]} "
+                          f"(tag {self._tag}, {self._nbytes} bytes) was freed without wait(); the message is "
+                          f"still delivered, but call wait() on every handle (or wait_all(handles))",
+                          UnwaitedHandleWarning, stacklevel=2)
+        except Exception:  # noqa: BLE001 - interpreter shutdown: nothing to say it with
+            pass
 
 
 class CollectiveHandle:
