@@ -32,10 +32,11 @@ message when ranks outnumber cores). Progress without a waiter is kept by rarer 
 - a direct send not done COPY_AFTER seconds after it was posted has its header copied
   to the receiver's listener (_COPY, sent by the watch thread), which matches it like any
   header: a mismatched receive nobody waits on still frees its sender;
-- a small send waited on before its receive is posted copies itself to the listener at
-  once; the listener keeps the copy for the receive and takes the direct message (a
-  "drain"), so small sends complete whether or not their receive is posted (MPI's eager
-  sends: two ranks may both send a small message before receiving);
+- a small send whose wait lasts EAGER_AFTER seconds (its receive is not posted) is copied
+  to the listener by the watch thread, which a wait wakes; the listener keeps the copy for
+  the receive and takes the direct message (a "drain"), so small sends complete whether or
+  not their receive is posted (MPI's eager sends: two ranks may both send a small message
+  before receiving), a few ms late;
 - works whose handle was dropped unwaited stay referenced here until they complete
   (gloo cancels a message whose Work is freed), and close() waits for the sends.
 """
@@ -59,6 +60,7 @@ from .wire import (_BYE, _COPY, _MSG, CONTROL_BYTES, CONTROL_TAG, HEADER_BYTES, 
 RawPost = Callable[[torch.Tensor, int, int], Work]  # (uint8 buffer, peer, wire tag) -> Work
 RawPostAny = Callable[[torch.Tensor, int], Work]  # (uint8 buffer, wire tag): from any peer
 COPY_AFTER = 0.2    # seconds a direct send may stay undone before its header goes to the listener too
+EAGER_AFTER = 0.002  # seconds a wait on a small direct send may last before its copy goes there
 
 
 class Framer:
@@ -68,7 +70,7 @@ class Framer:
     raw_irecv_any(buf, wire_tag) posts a receive from any peer (the header names the
     sender). `name_rank(r)` turns a group rank into text for error messages. Call
     close() on every member. exact_parts: exact-length parts and direct messages (see the
-    module docstring; gloo needs them, its raw Works have is_completed(); MPI reports
+    module docstring; gloo needs them; MPI reports
     truncation as an error and sends each header through the listener, payloads whole).
     """
 
@@ -88,6 +90,7 @@ class Framer:
         # (gloo cancels a message whose Work is freed: an isend whose handle was dropped)
         self._broken: BaseException | None = None
         self._stop = threading.Event()
+        self._armed = threading.Event()     # set when a wait on a small direct send begins
         self._threads = []
         if size > 1:
             self._threads.append(threading.Thread(target=self._listen, daemon=True,
@@ -120,7 +123,7 @@ class Framer:
         if parts:
             data = as_bytes(tensor)
             works += [self._raw_isend(data[offset:offset + length], dst, wire_tag) for offset, length, wire_tag in parts]
-        work = SendWork(works, (control, tensor), dst, self._finished, None if parts else self._copy)
+        work = SendWork(works, (control, tensor), dst, self._finished, None if parts else self._arm)
         self._unfinished[id(work)] = work
         return work
 
@@ -272,28 +275,36 @@ class Framer:
                 work.fail(exc)
 
     def _watch(self) -> None:
-        """Copy to the receiver's listener the header of each direct send still undone
-        COPY_AFTER seconds after it was posted (see the module docstring); let go of works
-        (dropped handles', drains) that completed."""
+        """Copy to the receiver's listener the header of each direct send still undone COPY_AFTER
+        seconds after it was posted, or EAGER_AFTER seconds after a wait on a small one began
+        (see the module docstring). Woken by such a wait; every COPY_AFTER / 2 seconds else."""
         try:
-            while not self._stop.wait(COPY_AFTER / 2):
+            while not self._stop.is_set():
+                if self._armed.wait(COPY_AFTER / 2):
+                    self._armed.clear()
+                    time.sleep(EAGER_AFTER)
                 now = time.monotonic()
                 for work in list(self._unfinished.values()):
-                    if work.completed():
-                        self._unfinished.pop(id(work), None)
-                    elif isinstance(work, SendWork) and now - work.posted >= COPY_AFTER:
+                    if type(work) is not SendWork or work.copied:
+                        continue
+                    blocked = work.blocked_at
+                    if (blocked is not None and now - blocked >= EAGER_AFTER) or now - work.posted >= COPY_AFTER:
                         copy = self._copy(work)
                         if copy is not None:
                             copy.wait(None)
-                with self._lock:
-                    self._drains = [w for w in self._drains if not w.is_completed()]
         except BaseException:  # noqa: BLE001 - the connection broke: the waits report it
             return
+
+    def _arm(self, work: SendWork) -> None:
+        """A wait on small direct send `work` begins: the watch thread copies it if it lasts."""
+        work.blocked_at = time.monotonic()
+        self._armed.set()
 
     def close(self, timeout: float | None = 10.0) -> None:
         """Wait for the sends whose handles were dropped, then tell every peer's listener we
         are done; ours ends when every peer has said the same."""
         self._stop.set()
+        self._armed.set()
         if not self._threads:
             return
         left = waiter(timeout)

@@ -3,8 +3,8 @@
 A receive is done in up to three waits: its header (matched by the listener thread, or,
 for a gloo direct message, received on its own wire tag and checked by the waiting
 thread itself), then its payload parts in order. A wait cut short by a deadline may be
-waited on again. On gloo, `completed()` says (without waiting) whether every raw message
-of the work went through: the Framer keeps works alive until then.
+waited on again. On gloo the Framer keeps every work alive until it was waited to the end
+(or, for a send, until close()).
 """
 
 from __future__ import annotations
@@ -30,8 +30,8 @@ class SendWork(Work):
 
     It records when it was posted and whether its header was copied to the receiver's
     listener (framing.Framer._watch, for gloo direct sends); `done(work)` runs once the
-    wait has seen every raw message through. `eager(work)` (gloo, small messages) sends that
-    copy when the wait finds the message not yet taken, and returns the copy's Work (or None).
+    wait has seen every raw message through. `eager(work)` (gloo, small messages) runs when
+    a wait begins: the Framer copies the message to the listener if the wait lasts.
     """
 
     def __init__(self, works: list[Work], keep, dst: int, done: Callable | None = None,
@@ -41,19 +41,14 @@ class SendWork(Work):
         self.dst = dst
         self.posted = time.monotonic()
         self.copied = False
+        self.blocked_at: float | None = None  # when a wait began (small direct sends)
         self._done = done
         self._eager = eager
-
-    def completed(self) -> bool:
-        return all(w.is_completed() for w in self._works)
 
     def wait(self, timeout: float | None) -> None:
         left = waiter(timeout)
         if self._eager is not None:
-            if not self._works[0].is_completed():   # its receive is not posted: like an eager send
-                copy = self._eager(self)
-                if copy is not None:
-                    self._works.insert(0, copy)
+            self._eager(self)
             self._eager = None
         while self._works:
             self._works[0].wait(left())
@@ -78,8 +73,6 @@ class RecvWork(Work):
         self.claim: Callable | None = None
         self.done: Callable | None = None   # done(work) once waited to the end (or failed)
 
-    def completed(self) -> bool:
-        return (self.header is None or self.header.is_completed()) and all(w.is_completed() for w in self.parts)
 
     def fail(self, exc: BaseException) -> None:
         self.error = PeerFailedError(f"the connection broke while receiving from rank {self.src} "

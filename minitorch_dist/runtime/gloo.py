@@ -37,9 +37,6 @@ class _GlooWork(Work):
     def __init__(self, work, rank: int, after=None):
         self._work, self._rank, self._after = work, rank, after
 
-    def is_completed(self) -> bool:
-        return self._work.is_completed()
-
     def wait(self, timeout: float | None) -> None:
         try:
             if timeout is None:

@@ -19,6 +19,7 @@ wait-for cycle (deadlock.py).
 
 from __future__ import annotations
 
+import sys
 import time
 from collections import defaultdict
 
@@ -30,7 +31,7 @@ from .deadlock import format_report
 from .errors import DeadlockError
 from .handle import CollectiveHandle, Handle, wait_all
 from .provided import ProvidedCollectives
-from .checks import caller_line, check_rank, check_tag, check_tensor, where
+from .checks import check_rank, check_tag, check_tensor, where
 from .wire import MAX_TAG, check_match
 
 __all__ = ["Group", "RankContext", "Handle", "CollectiveHandle", "wait_all"]
@@ -107,7 +108,7 @@ class Group(ProvidedCollectives):
 
     def _wait(self, work: Work, op_text: str, waits_for: tuple[int, ...], collective: str = "") -> None:
         ctx = self._ctx
-        ctx.tracker.begin(f"{op_text} {caller_line()}", waits_for, collective)
+        ctx.tracker.begin(op_text, waits_for, collective, sys._getframe())   # the line: when reported
         try:
             work.wait(ctx.deadline)
         except DeadlineExpired:
