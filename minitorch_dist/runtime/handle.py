@@ -1,6 +1,6 @@
 """Handles of posted operations: isend/irecv (Handle) and asynchronous collectives.
 
-A Handle freed without wait() warns (UnwaitedHandleWarning, naming the rank, op and peer):
+A Handle freed without a call to wait() warns (UnwaitedHandleWarning, naming the rank, op and peer):
 its message is still delivered (the backend keeps the work alive), but the program never
 learns whether it went through, and a send's tensor may not be modified until it has.
 """
@@ -21,11 +21,13 @@ class UnwaitedHandleWarning(RuntimeWarning):
 class Handle:
     """A posted isend or irecv. `wait()` blocks until it is done and returns the tensor."""
 
+    _waited = True      # until __init__ has run: nothing to warn about
+
     def __init__(self, group, work: Work, op: str, peer: int, tag: int,
                  nbytes: int, start: float, result: torch.Tensor, staging: torch.Tensor | None):
         self._group, self._work, self._op, self._peer, self._tag = group, work, op, peer, tag
         self._nbytes, self._start, self._result, self._staging = nbytes, start, result, staging
-        self._done = False
+        self._done = self._waited = False
 
     @property
     def done(self) -> bool:
@@ -36,6 +38,7 @@ class Handle:
         """Block until the operation is done (or its deadline passes); return the tensor."""
         if self._done:
             return self._result
+        self._waited = True
         g = self._group
         if not self._work.finish_now():
             verb = "src" if self._op in ("recv", "irecv") else "dst"
@@ -49,7 +52,7 @@ class Handle:
         return self._result
 
     def __del__(self):
-        if self._done:
+        if self._waited:        # waited (a wait that raised has reported its own error)
             return
         try:
             g = self._group
