@@ -37,12 +37,13 @@ message when ranks outnumber cores). Progress without a waiter is kept by rarer 
   the receive and takes the direct message (a "drain"), so small sends complete whether or
   not their receive is posted (MPI's eager sends: two ranks may both send a small message
   before receiving), a few ms late;
-- works whose handle was dropped unwaited stay referenced here until they complete
-  (gloo cancels a message whose Work is freed), and close() waits for the sends.
+- works whose handle was dropped unwaited stay referenced here (gloo cancels a message
+  whose Work is freed), and close() waits for the sends.
 """
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections import Counter, defaultdict
@@ -70,8 +71,8 @@ class Framer:
     raw_irecv_any(buf, wire_tag) posts a receive from any peer (the header names the
     sender). `name_rank(r)` turns a group rank into text for error messages. Call
     close() on every member. exact_parts: exact-length parts and direct messages (see the
-    module docstring; gloo needs them; MPI reports
-    truncation as an error and sends each header through the listener, payloads whole).
+    module docstring; gloo needs them; MPI reports truncation as an error, and its headers go
+    through the listener, its payloads whole).
     """
 
     def __init__(self, raw_isend: RawPost, raw_irecv: RawPost, raw_irecv_any: RawPostAny,
@@ -86,20 +87,15 @@ class Framer:
         self._early: dict[tuple[int, int, int], tuple] = {}  # (control, drained) of headers whose receive is not posted
         self._skewed: dict[int, dict[int, tuple]] = defaultdict(dict)  # src -> {wire tag: (why, after, before)}
         self._drains: list = []           # raw receives kept alive, never waited (see _settle)
-        self._unfinished: dict[int, Work] = {}  # gloo: works not yet waited to the end, kept alive
-        # (gloo cancels a message whose Work is freed: an isend whose handle was dropped)
+        self._unfinished: dict[int, Work] = {}  # gloo: works not waited to the end, kept alive
         self._broken: BaseException | None = None
         self._stop = threading.Event()
         self._armed = threading.Event()     # set when a wait on a small direct send begins
-        self._threads = []
-        if size > 1:
-            self._threads.append(threading.Thread(target=self._listen, daemon=True,
-                                                  name=f"minitorch_dist-listener-r{rank}"))
-            if exact_parts:
-                self._threads.append(threading.Thread(target=self._watch, daemon=True,
-                                                      name=f"minitorch_dist-sendwatch-r{rank}"))
-            for thread in self._threads:
-                thread.start()
+        loops = {} if size == 1 else {"listener": self._listen, **({"sendwatch": self._watch} if exact_parts else {})}
+        self._threads = [threading.Thread(target=loop, daemon=True, name=f"minitorch_dist-{name}-r{rank}")
+                         for name, loop in loops.items()]
+        for thread in self._threads:
+            thread.start()
 
     def _parts(self, tag: int, seq: int, nbytes: int) -> list[tuple[int, int, int]]:
         """[(offset, length, wire tag)] of a payload of `nbytes` (> INLINE_BYTES)."""
@@ -113,17 +109,13 @@ class Framer:
         control = encode_header(tensor, op, tag, seq, self._rank)      # these two raise on bad input
         parts = self._parts(tag, seq, nbytes) if nbytes > INLINE_BYTES else []
         self._sent[dst, tag] = seq + 1
-        if not self._exact:
-            works = [self._raw_isend(control, dst, CONTROL_TAG)]
-            if parts:
-                data = as_bytes(tensor)
-                works += [self._raw_isend(data[offset:offset + length], dst, wire_tag) for offset, length, wire_tag in parts]
-            return SendWork(works, (control, tensor), dst)
-        works = [self._raw_isend(control, dst, header_tag(tag, seq))]
+        works = [self._raw_isend(control, dst, header_tag(tag, seq) if self._exact else CONTROL_TAG)]
         if parts:
             data = as_bytes(tensor)
             works += [self._raw_isend(data[offset:offset + length], dst, wire_tag) for offset, length, wire_tag in parts]
-        work = SendWork(works, (control, tensor), dst, self._finished, None if parts else self._arm)
+        if not self._exact:
+            return SendWork(works, (control, tensor), dst)
+        work = SendWork(works, (control, tensor), dst, self._finished, None if parts else self._armed.set)
         self._unfinished[id(work)] = work
         return work
 
@@ -133,10 +125,8 @@ class Framer:
     def _copy(self, work: SendWork) -> Work | None:
         """Send the header of direct send `work` to the receiver's listener, once (see the module docstring)."""
         with self._lock:
-            if work.copied:
-                return None
-            work.copied = True
-        return self._raw_isend(with_kind(work.keep[0], _COPY), work.dst, CONTROL_TAG)
+            copied, work.copied = work.copied, True
+        return None if copied else self._raw_isend(with_kind(work.keep[0], _COPY), work.dst, CONTROL_TAG)
 
     def irecv(self, tensor: torch.Tensor, src: int, tag: int, op: str) -> Work:
         nbytes = tensor.numel() * tensor.element_size()
@@ -148,12 +138,10 @@ class Framer:
             work = RecvWork(tensor, src, tag, seq, op)
             control, drained = self._early.pop((src, tag, seq), (None, False))
             if self._exact:                     # the direct header first: it is sent first
-                if drained:                     # the listener took the direct message
-                    work.wire_tags.append(header_tag(tag, seq))
-                else:
+                work.wire_tags.append(header_tag(tag, seq))
+                if not drained:                 # (else the listener took the direct message)
                     work.header_buf = torch.empty(CONTROL_BYTES, dtype=torch.uint8)
                     work.header = self._raw_irecv(work.header_buf, src, header_tag(tag, seq))
-                    work.wire_tags.append(header_tag(tag, seq))
                     work.claim = self._claim
                 work.done = self._finished
                 self._unfinished[id(work)] = work
@@ -184,15 +172,15 @@ class Framer:
         try:
             kind, sent_op, dtype, shape, tag, seq, _ = decode_header(control)
             if kind not in (_MSG, _COPY) or seq != work.seq:
-                raise self._out_of_step(work, f"its header receive got message {seq}")
+                raise work.out_of_step(f"its header receive got message {seq}", self._name(self._rank), self._name)
             try:
                 check_match(work.tensor, dtype, shape, sent_op, work.op, self._name(self._rank),
                             self._name(work.src), tag)
                 if self._skewed.get(work.src):
-                    self._check_in_step(work)
+                    work.check_in_step(self._skewed[work.src], self._name(self._rank), self._name)
             except MessageMismatchError:
                 if self._exact:
-                    self._settle(work, dtype.itemsize * _numel(shape))
+                    self._settle(work, dtype.itemsize * math.prod(shape))
                 raise
             nbytes = work.tensor.numel() * work.tensor.element_size()
             if 0 < nbytes <= INLINE_BYTES:
@@ -200,21 +188,6 @@ class Framer:
         except BaseException as exc:  # noqa: BLE001 - delivered to the waiting rank code
             work.error = exc
         work.ready.set()
-
-    def _out_of_step(self, work: RecvWork, why: str) -> MessageMismatchError:
-        return MessageMismatchError(
-            f"{work.op} on {self._name(self._rank)} from {self._name(work.src)} (tag {work.tag}): "
-            f"this message fits its buffer, but {why}; on gloo that left receives of this size "
-            f"and tag out of step, so this one cannot be trusted. What to do: fix the earlier "
-            f"receive's buffer (or use another tag after a mismatch you catch).")
-
-    def _check_in_step(self, work: RecvWork) -> None:
-        """Raise if an earlier mismatch left a wire tag of this receive out of step."""
-        skewed = self._skewed[work.src]
-        for wire_tag in work.wire_tags:
-            why, after, before = skewed.get(wire_tag, (None, 0, 0))
-            if why is not None and after < work.seq and (before is None or work.seq < before):
-                raise self._out_of_step(work, why)
 
     def _settle(self, work: RecvWork, sent_nbytes: int) -> None:
         """A failed receive: take the sender's parts that none of ours will take (so its send
@@ -253,14 +226,20 @@ class Framer:
                 if kind == _BYE:
                     byes += 1
                     continue
-                small = kind == _COPY and self._exact and dtype.itemsize * _numel(shape) <= INLINE_BYTES
-                with self._lock:
-                    if small:   # a small send's copy: its receive takes the direct message, if posted
-                        if seq >= self._recvd[src, tag]:    # if not, take it for the receive to come
-                            self._drains.append(self._raw_irecv(torch.empty(CONTROL_BYTES, dtype=torch.uint8),
-                                                                src, header_tag(tag, seq)))
+                nbytes = dtype.itemsize * math.prod(shape)
+                if kind == _COPY and self._exact and nbytes <= INLINE_BYTES:
+                    # a small send's copy: its receive takes the direct message if posted, else we
+                    # take it (the sender waits for that) and keep the copy for the receive to come
+                    drain = None
+                    with self._lock:
+                        if seq >= self._recvd[src, tag]:
+                            drain = self._raw_irecv(torch.empty(HEADER_BYTES + nbytes, dtype=torch.uint8),
+                                                    src, header_tag(tag, seq))
                             self._early[src, tag, seq] = (control, True)
-                        continue
+                    if drain is not None:
+                        drain.wait(None)
+                    continue
+                with self._lock:
                     pending = self._posted.pop((src, tag, seq), None)
                     # a copy whose receive is posted but not pending was served by its direct header
                     if pending is None and not (kind == _COPY and seq < self._recvd[src, tag]):
@@ -295,25 +274,19 @@ class Framer:
         except BaseException:  # noqa: BLE001 - the connection broke: the waits report it
             return
 
-    def _arm(self, work: SendWork) -> None:
-        """A wait on small direct send `work` begins: the watch thread copies it if it lasts."""
-        work.blocked_at = time.monotonic()
-        self._armed.set()
-
     def close(self, timeout: float | None = 10.0) -> None:
         """Wait for the sends whose handles were dropped, then tell every peer's listener we
         are done; ours ends when every peer has said the same."""
+        left = waiter(timeout)
+        try:
+            for work in [w for w in list(self._unfinished.values()) if type(w) is SendWork]:
+                work.wait(left())       # (the watch thread copies a small one to the listener)
+        except Exception:  # noqa: BLE001 - a message its peer never receives: nothing more to do
+            pass
         self._stop.set()
         self._armed.set()
         if not self._threads:
             return
-        left = waiter(timeout)
-        for work in list(self._unfinished.values()):
-            if isinstance(work, SendWork):
-                try:
-                    work.wait(left())
-                except Exception:  # noqa: BLE001 - a peer that never receives it: nothing more to do
-                    break
         bye = encode_control(_BYE, self._rank)
         works = [self._raw_isend(bye, peer, CONTROL_TAG) for peer in range(self._size) if peer != self._rank]
         for work in works:
@@ -321,9 +294,3 @@ class Framer:
         for thread in self._threads:
             thread.join(timeout)
 
-
-def _numel(shape) -> int:
-    n = 1
-    for d in shape:
-        n *= d
-    return n

@@ -16,7 +16,7 @@ from typing import Callable
 import torch
 
 from .backend import DeadlineExpired, Work
-from .errors import PeerFailedError
+from .errors import MessageMismatchError, PeerFailedError
 
 
 def waiter(timeout: float | None):
@@ -30,8 +30,9 @@ class SendWork(Work):
 
     It records when it was posted and whether its header was copied to the receiver's
     listener (framing.Framer._watch, for gloo direct sends); `done(work)` runs once the
-    wait has seen every raw message through. `eager(work)` (gloo, small messages) runs when
-    a wait begins: the Framer copies the message to the listener if the wait lasts.
+    wait has seen every raw message through. `eager()` (gloo, small messages) runs when a
+    wait begins: it wakes the Framer's watch thread, which copies the message to the
+    listener if the wait lasts (blocked_at says since when).
     """
 
     def __init__(self, works: list[Work], keep, dst: int, done: Callable | None = None,
@@ -48,7 +49,8 @@ class SendWork(Work):
     def wait(self, timeout: float | None) -> None:
         left = waiter(timeout)
         if self._eager is not None:
-            self._eager(self)
+            self.blocked_at = time.monotonic()
+            self._eager()
             self._eager = None
         while self._works:
             self._works[0].wait(left())
@@ -73,6 +75,22 @@ class RecvWork(Work):
         self.claim: Callable | None = None
         self.done: Callable | None = None   # done(work) once waited to the end (or failed)
 
+
+    def out_of_step(self, why: str, receiver: str, name: Callable[[int], str]) -> MessageMismatchError:
+        """The error of a receive that an earlier mismatch left out of step (gloo)."""
+        return MessageMismatchError(
+            f"{self.op} on {receiver} from {name(self.src)} (tag {self.tag}): "
+            f"this message fits its buffer, but {why}; on gloo that left receives of this size "
+            f"and tag out of step, so this one cannot be trusted. What to do: fix the earlier "
+            f"receive's buffer (or use another tag after a mismatch you catch).")
+
+    def check_in_step(self, skewed: dict, receiver: str, name: Callable[[int], str]) -> None:
+        """Raise if an earlier mismatch left a wire tag of this receive out of step:
+        skewed = {wire tag: (why, after seq, before seq or None)} of its sender."""
+        for wire_tag in self.wire_tags:
+            why, after, before = skewed.get(wire_tag, (None, 0, 0))
+            if why is not None and after < self.seq and (before is None or self.seq < before):
+                raise self.out_of_step(why, receiver, name)
 
     def fail(self, exc: BaseException) -> None:
         self.error = PeerFailedError(f"the connection broke while receiving from rank {self.src} "
