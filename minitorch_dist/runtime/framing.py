@@ -24,21 +24,18 @@ mismatch the receiver posts receives for the sender's parts that found none ("dr
 so the send completes; wire tags left out of step make the later receives that use
 them fail clearly, instead of taking another message's bytes.
 
-Direct messages (gloo): every message's header (with the inline payload of a small one) goes
-on a wire tag of its own (wire.header_tag), received by the receive itself and checked by
-the thread that waits on it, not by the listener: a hop through the listener thread costs
-a thread wake-up per message (3x raw gloo's time for a 1 KB ping-pong, about 1 ms per
-message when ranks outnumber cores). Progress without a waiter is kept by rarer paths:
-- a direct send not done COPY_AFTER seconds after it was posted has its header copied
-  to the receiver's listener (_COPY, sent by the watch thread), which matches it like any
-  header: a mismatched receive nobody waits on still frees its sender;
-- a small send whose wait lasts EAGER_AFTER seconds (its receive is not posted) is copied
-  to the listener by the watch thread, which a wait wakes; the listener keeps the copy for
-  the receive and takes the direct message (a "drain"), so small sends complete whether or
-  not their receive is posted (MPI's eager sends: two ranks may both send a small message
-  before receiving), a few ms late;
-- works whose handle was dropped unwaited stay referenced here (gloo cancels a message
-  whose Work is freed), and close() waits for the sends.
+Direct messages (gloo): every message's header (with a small payload) goes on a wire tag of
+its own (wire.header_tag), received by the receive itself and checked by the thread that
+waits on it: a hop through the listener thread costs a thread wake-up per message (3x raw
+gloo's time for a 1 KB ping-pong, about 1 ms when ranks outnumber cores). Progress without
+a waiter: the watch thread copies to the receiver's listener (_COPY) the header of a direct
+send not done COPY_AFTER seconds after it was posted (a mismatched receive nobody waits on
+still frees its sender), and a small send whose wait lasted EAGER_AFTER seconds; the
+listener keeps a small copy for its receive to come and takes the direct message (a
+"drain"), so small sends complete a few ms late whether or not their receive is posted
+(MPI's eager sends: two ranks may both send before receiving). Works whose handle was
+dropped unwaited stay referenced here (gloo cancels a message whose Work is freed), and
+close() waits for the sends.
 """
 
 from __future__ import annotations
@@ -90,7 +87,9 @@ class Framer:
         self._unfinished: dict[int, Work] = {}  # gloo: works not waited to the end, kept alive
         self._broken: BaseException | None = None
         self._stop = threading.Event()
-        self._armed = threading.Event()     # set when a wait on a small direct send begins
+        self._armed = threading.Event()     # set when a wait on a small direct send begins and
+        self._idle = True                   # the watch thread is not looking every EAGER_AFTER
+        self._wake = lambda: self._idle and self._armed.set()
         loops = {} if size == 1 else {"listener": self._listen, **({"sendwatch": self._watch} if exact_parts else {})}
         self._threads = [threading.Thread(target=loop, daemon=True, name=f"minitorch_dist-{name}-r{rank}")
                          for name, loop in loops.items()]
@@ -115,7 +114,7 @@ class Framer:
             works += [self._raw_isend(data[offset:offset + length], dst, wire_tag) for offset, length, wire_tag in parts]
         if not self._exact:
             return SendWork(works, (control, tensor), dst)
-        work = SendWork(works, (control, tensor), dst, self._finished, None if parts else self._armed.set)
+        work = SendWork(works, (control, tensor), dst, self._finished, None if parts else self._wake)
         self._unfinished[id(work)] = work
         return work
 
@@ -254,19 +253,23 @@ class Framer:
                 work.fail(exc)
 
     def _watch(self) -> None:
-        """Copy to the receiver's listener the header of each direct send still undone COPY_AFTER
-        seconds after it was posted, or EAGER_AFTER seconds after a wait on a small one began
-        (see the module docstring). Woken by such a wait; every COPY_AFTER / 2 seconds else."""
+        """The copies of the module docstring. Looks every EAGER_AFTER seconds while waits on small
+        sends come, else every COPY_AFTER / 2 s or when such a wait wakes it (not per message)."""
+        busy_until = 0.0
         try:
             while not self._stop.is_set():
-                if self._armed.wait(COPY_AFTER / 2):
-                    self._armed.clear()
+                self._idle = time.monotonic() >= busy_until
+                if not self._idle or self._armed.wait(COPY_AFTER / 2):
                     time.sleep(EAGER_AFTER)
+                self._idle = False
+                self._armed.clear()
                 now = time.monotonic()
                 for work in list(self._unfinished.values()):
                     if type(work) is not SendWork or work.copied:
                         continue
                     blocked = work.blocked_at
+                    if blocked is not None:
+                        busy_until = now + 50 * EAGER_AFTER
                     if (blocked is not None and now - blocked >= EAGER_AFTER) or now - work.posted >= COPY_AFTER:
                         copy = self._copy(work)
                         if copy is not None:
@@ -275,8 +278,8 @@ class Framer:
             return
 
     def close(self, timeout: float | None = 10.0) -> None:
-        """Wait for the sends whose handles were dropped, then tell every peer's listener we
-        are done; ours ends when every peer has said the same."""
+        """Wait for the sends whose handles were dropped, then tell every peer's listener we are
+        done; ours ends when every peer has said the same."""
         left = waiter(timeout)
         try:
             for work in [w for w in list(self._unfinished.values()) if type(w) is SendWork]:

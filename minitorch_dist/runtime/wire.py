@@ -14,6 +14,7 @@ match what was sent reads the same everywhere: both ranks, both shapes, both ops
 
 from __future__ import annotations
 
+import ctypes
 import struct
 
 import torch
@@ -38,6 +39,7 @@ HEADER_BYTES = HEADER_LEN * 8
 # "fill my header receive" (to a sender's listener); the filler itself (on the header tag)
 _MSG, _BYE, _COPY, _NUDGE, _FILL = 0, 1, 2, 3, 4
 _HEADER = struct.Struct(f"<{HEADER_LEN}q")   # magic, kind, op, dtype, ndim, numel, tag, seq, src, shape
+_HEADER_VIEW = ctypes.c_char * HEADER_BYTES
 
 _DTYPE_NAMES = ["float32", "float64", "float16", "bfloat16", "int8", "uint8", "int16", "int32",
                 "int64", "bool", "complex64", "complex128", "uint16", "uint32", "uint64",
@@ -80,7 +82,7 @@ def encode_control(kind: int, src: int, numel: int = 0, tag: int = 0, seq: int =
 
 def decode_header(control: torch.Tensor) -> tuple[int, str, torch.dtype, tuple[int, ...], int, int, int]:
     """(kind, sender's op, dtype, shape, tag, seq, sender's rank) from a control message."""
-    values = _HEADER.unpack_from(control.numpy())
+    values = _HEADER.unpack_from(_HEADER_VIEW.from_address(control.data_ptr()))   # (no numpy: faster)
     if values[0] != MAGIC:
         raise MessageMismatchError("recv: received bytes that are not a minitorch_dist message "
                                    "(raw torch.distributed or MPI calls mixed with Group calls?)")
