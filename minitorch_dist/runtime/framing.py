@@ -50,7 +50,7 @@ import torch
 
 from .backend import Work
 from .errors import MessageMismatchError
-from .framing_works import RecvWork, SendWork, waiter
+from .framing_works import RecvWork, SendWork, copy_inline, waiter
 from .wire import (_BYE, _COPY, _MSG, CONTROL_BYTES, CONTROL_TAG, HEADER_BYTES, HEADER_LEN,
                    INLINE_BYTES, SEQ_BITS, as_bytes, check_match, decode_header, encode_control, encode_header,
                    header_tag, part_tag, payload_parts, with_kind)
@@ -183,7 +183,7 @@ class Framer:
                 raise
             nbytes = work.tensor.numel() * work.tensor.element_size()
             if 0 < nbytes <= INLINE_BYTES:
-                as_bytes(work.tensor).copy_(control[HEADER_BYTES:HEADER_BYTES + nbytes])
+                copy_inline(work.tensor, control, nbytes)
         except BaseException as exc:  # noqa: BLE001 - delivered to the waiting rank code
             work.error = exc
         work.ready.set()

@@ -67,10 +67,10 @@ def encode_header(tensor: torch.Tensor, op: str, tag: int, seq: int, src: int, k
     ndim = tensor.dim()
     _HEADER.pack_into(buf, 0, MAGIC, kind, OPS.index(op), _DTYPE_CODE[tensor.dtype], ndim, tensor.numel(),
                       tag, seq, src, *tensor.shape, *([0] * (MAX_NDIM - ndim)))
-    control = torch.frombuffer(buf, dtype=torch.uint8)
-    if inline:
-        control[HEADER_LEN * 8:] = as_bytes(tensor.cpu())
-    return control
+    if inline:      # the payload's bytes (one copy, no torch ops: a small send's cost is its overhead)
+        host = tensor if tensor.device.type == "cpu" and tensor.is_contiguous() else tensor.cpu().contiguous()
+        buf[HEADER_BYTES:] = ctypes.string_at(host.data_ptr(), inline)
+    return torch.frombuffer(buf, dtype=torch.uint8)
 
 
 def encode_control(kind: int, src: int, numel: int = 0, tag: int = 0, seq: int = 0) -> torch.Tensor:
