@@ -111,7 +111,8 @@ class Framer:
         works = [self._raw_isend(control, dst, header_tag(tag, seq) if self._exact else CONTROL_TAG)]
         if parts:
             data = as_bytes(tensor)
-            works += [self._raw_isend(data[offset:offset + length], dst, wire_tag) for offset, length, wire_tag in parts]
+            works += [self._raw_isend(data[offset:offset + length], dst, wire_tag)
+                      for offset, length, wire_tag in parts]
         if not self._exact:
             return SendWork(works, (control, tensor), dst)
         work = SendWork(works, (control, tensor), dst, self._finished, None if parts else self._wake)

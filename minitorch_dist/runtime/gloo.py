@@ -4,8 +4,8 @@ Each Group owns a ProcessGroupGloo built directly from the job's store (no globa
 torch.distributed state, so several jobs and sub-groups live side by side).
 Point-to-point messages are framed by framing.Framer (header + payload parts whose wire
 tags carry their lengths: gloo aborts on a message larger than its receive; a message's
-header, with a small payload, goes on a wire tag of its own, straight to its receive). Waits take
-the run's deadline: gloo's own per-op timeout. Its expiry closes the connection,
+header, with a small payload, goes on a wire tag of its own, straight to its receive).
+Waits take the run's deadline: gloo's own per-op timeout. Its expiry closes the connection,
 which is fine: a deadline expiry ends the run with a deadlock report.
 """
 

@@ -129,7 +129,8 @@ class BoardTracker(OpTracker):
         pending = self._pending
         if pending is not None:                  # our own state, fresh from memory
             op, waits_for, collective, start, frame = pending
-            states[self._rank] = RankState(BLOCKED, self.op_text(op, frame), waits_for, collective, since=time.time() - start)
+            states[self._rank] = RankState(BLOCKED, self.op_text(op, frame), waits_for, collective,
+                                           since=time.time() - start)
         return states
 
     def close(self) -> None:
