@@ -33,9 +33,8 @@ send not done COPY_AFTER seconds after it was posted (a mismatched receive nobod
 still frees its sender), and a small send whose wait lasted EAGER_AFTER seconds; the
 listener keeps a small copy for its receive to come and takes the direct message (a
 "drain"), so small sends complete a few ms late whether or not their receive is posted
-(MPI's eager sends: two ranks may both send before receiving). Works whose handle was
-dropped unwaited stay referenced here (gloo cancels a message whose Work is freed), and
-close() waits for the sends.
+(MPI's eager sends: two ranks may both send before receiving). Works of dropped handles
+stay referenced here (gloo cancels a message whose Work is freed); close() waits for sends.
 """
 
 from __future__ import annotations
