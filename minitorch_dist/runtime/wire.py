@@ -36,7 +36,8 @@ MAX_PAYLOAD_BYTES = 1 << (PART_MANT_BITS + (1 << PART_EXP_BITS) - 1)   # 2**39: 
 OPS = ("send", "isend", "sendrecv")
 HEADER_BYTES = HEADER_LEN * 8
 # kinds: a message's header; goodbye; a copy of a gloo direct header (sent to the listener);
-# "fill my header receive" (to a sender's listener); the filler itself (on the header tag)
+# _NUDGE and _FILL are no longer sent (they served small gloo messages sent to the listener:
+# every gloo message is direct now); their numbers stay taken
 _MSG, _BYE, _COPY, _NUDGE, _FILL = 0, 1, 2, 3, 4
 _HEADER = struct.Struct(f"<{HEADER_LEN}q")   # magic, kind, op, dtype, ndim, numel, tag, seq, src, shape
 _HEADER_VIEW = ctypes.c_char * HEADER_BYTES
@@ -74,7 +75,7 @@ def encode_header(tensor: torch.Tensor, op: str, tag: int, seq: int, src: int, k
 
 
 def encode_control(kind: int, src: int, numel: int = 0, tag: int = 0, seq: int = 0) -> torch.Tensor:
-    """A control message with no tensor (_BYE, _NUDGE, _FILL)."""
+    """A control message with no tensor (_BYE)."""
     control = torch.zeros(HEADER_LEN * 8, dtype=torch.uint8)
     _HEADER.pack_into(control.numpy(), 0, MAGIC, kind, 0, 0, 0, numel, tag, seq, src, *([0] * MAX_NDIM))
     return control
