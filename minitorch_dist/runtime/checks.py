@@ -44,10 +44,11 @@ _RUNTIME = os.path.dirname(os.path.abspath(__file__)) + os.sep
 _PACKAGE_PARENT = os.path.dirname(os.path.dirname(_RUNTIME.rstrip(os.sep))) + os.sep
 
 
-def caller_line() -> str:
+def caller_line(frame=None) -> str:
     """"at minitorch_dist/collectives/ring.py:75 (all_gather_)": the first frame outside the runtime
-    (and torch) that led to a blocking operation, for the deadlock report's line of this rank."""
-    frame = sys._getframe(1)
+    (and torch) that led to a blocking operation, for the deadlock report's line of this rank.
+    The walk starts at `frame` (default: the caller's)."""
+    frame = sys._getframe(1) if frame is None else frame
     while frame is not None:
         path = frame.f_code.co_filename
         if not path.startswith(_RUNTIME) and f"{os.sep}torch{os.sep}" not in path:

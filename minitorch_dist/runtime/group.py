@@ -19,13 +19,14 @@ wait-for cycle (observe/deadlock.py).
 
 from __future__ import annotations
 
+import sys
 import time
 from collections import defaultdict
 
 import torch
 
 from .backend import Backend, DeadlineExpired, SendrecvSite, Work
-from .checks import caller_line, check_rank, check_tag, check_tensor, where
+from .checks import check_rank, check_tag, check_tensor, where
 from .context import RankContext
 from .errors import DeadlockError
 from .handle import CollectiveHandle, Handle, wait_all
@@ -112,7 +113,7 @@ class Group(ProvidedCollectives):
 
     def _wait(self, work: Work, op_text: str, waits_for: tuple[int, ...], collective: str = "") -> None:
         ctx = self._ctx
-        ctx.tracker.begin(f"{op_text} {caller_line()}", waits_for, collective)
+        ctx.tracker.begin(op_text, waits_for, collective, sys._getframe())   # the line: when reported
         try:
             work.wait(ctx.deadline)
         except DeadlineExpired:

@@ -1,20 +1,33 @@
-"""Handles of posted operations: isend/irecv (Handle) and asynchronous collectives."""
+"""Handles of posted operations: isend/irecv (Handle) and asynchronous collectives.
+
+A Handle freed without a call to wait() warns (UnwaitedHandleWarning, naming the rank, op and peer):
+its message is still delivered (the backend keeps the work alive), but the program never
+learns whether it went through, and a send's tensor may not be modified until it has.
+"""
 
 from __future__ import annotations
+
+import warnings
 
 import torch
 
 from .backend import Work
 
 
+class UnwaitedHandleWarning(RuntimeWarning):
+    """An isend/irecv handle was freed without wait()."""
+
+
 class Handle:
     """A posted isend or irecv. `wait()` blocks until it is done and returns the tensor."""
+
+    _waited = True      # until __init__ has run: nothing to warn about
 
     def __init__(self, group, work: Work, op: str, peer: int, tag: int,
                  nbytes: int, start: float, result: torch.Tensor, staging: torch.Tensor | None):
         self._group, self._work, self._op, self._peer, self._tag = group, work, op, peer, tag
         self._nbytes, self._start, self._result, self._staging = nbytes, start, result, staging
-        self._done = False
+        self._done = self._waited = False
 
     @property
     def done(self) -> bool:
@@ -25,6 +38,7 @@ class Handle:
         """Block until the operation is done (or its deadline passes); return the tensor."""
         if self._done:
             return self._result
+        self._waited = True
         g = self._group
         if not self._work.finish_now():
             verb = "src" if self._op in ("recv", "irecv") else "dst"
@@ -36,6 +50,19 @@ class Handle:
         g._ctx.recorder.event(self._op, g.ranks[self._peer], self._tag, self._nbytes,
                               self._start, g._clock(), g.name)
         return self._result
+
+    def __del__(self):
+        if self._waited:        # waited (a wait that raised has reported its own error)
+            return
+        try:
+            g = self._group
+            way = "from" if self._op in ("recv", "irecv") else "to"
+            warnings.warn(f"rank {g.world_rank}: the handle of {self._op} {way} rank {g.ranks[self._peer]} "
+                          f"(tag {self._tag}, {self._nbytes} bytes) was freed without wait(); the message is "
+                          f"still delivered, but call wait() on every handle (or wait_all(handles))",
+                          UnwaitedHandleWarning, stacklevel=2)
+        except Exception:  # noqa: BLE001 - interpreter shutdown: nothing to say it with
+            pass
 
 
 class CollectiveHandle:

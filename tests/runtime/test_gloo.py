@@ -63,7 +63,9 @@ def test_recv_recv_deadlock_names_the_cycle(world_size, no_leftover_processes):
     cycle = " -> ".join(str(k % world_size) for k in range(world_size + 1))   # smallest rank first
     assert f"wait-for cycle: {cycle}" in text, text
     for r in range(world_size):
-        assert f"rank {r}: waits in recv(src={(r + 1) % world_size}, tag=0)" in text
+        # the line of each rank's call, found from its frame by the watchdog (its own from the handler)
+        assert f"rank {r}: waits in recv(src={(r + 1) % world_size}, tag=0) at tests/runtime/test_gloo.py:" \
+               f"{_deadlock.__code__.co_firstlineno + 1} (_deadlock)" in text, text
 
 
 def _raise_on_one(group):

@@ -68,7 +68,10 @@ class AttachedGroup(Group):
         ctx.tracker.set_status(FINISHED, "closed its world_group()")
         ctx.tracker.close()
         if self._owns_world:
-            self._backend.close()
+            try:
+                self._backend.close()
+            except RuntimeError:      # a deadline expired earlier: gloo closed that connection then
+                pass
 
     def __enter__(self) -> "AttachedGroup":
         return self

@@ -1,7 +1,8 @@
 """What each rank is doing right now, for deadlock reports on the process backends.
 
 The pending operation of a rank is kept in memory (setting two attributes: no
-cost on the fast path). A watchdog thread publishes it to the job's key-value
+cost on the fast path; the source line it was called from is found from its frame only
+when the state is published or reported). A watchdog thread publishes it to the job's key-value
 store (a torch TCPStore) once it has been pending for `publish_after` seconds.
 When a rank's deadline expires it reads every rank's published state from the
 store and builds the wait-for report (see deadlock.py). Sim needs none of this:
@@ -13,14 +14,23 @@ from __future__ import annotations
 import threading
 import time
 
+from ..checks import caller_line
 from .deadlock import BLOCKED, FAILED, FINISHED, RUNNING, UNKNOWN, RankState
 
 
 class OpTracker:
-    """No-op tracker (sim, single rank). Subclasses publish states somewhere others can read."""
+    """No-op tracker (sim, single rank). Subclasses publish states somewhere others can read.
 
-    def begin(self, op: str, waits_for: tuple[int, ...], collective: str = "") -> None:
+    begin(op, waits_for, collective, frame): `frame` is the frame of the blocking call (the
+    report names the first line outside the runtime that led to it: op_text)."""
+
+    def begin(self, op: str, waits_for: tuple[int, ...], collective: str = "", frame=None) -> None:
         pass
+
+    @staticmethod
+    def op_text(op: str, frame) -> str:
+        """"recv(src=1, tag=0) at minitorch_dist/collectives/ring.py:75 (all_gather_)"."""
+        return op if frame is None else f"{op} {caller_line(frame)}"
 
     def end(self) -> None:
         pass
@@ -65,7 +75,7 @@ class BoardTracker(OpTracker):
         self._prefix = prefix
         self._publish_after = publish_after
         self._lock = threading.Lock()          # guards the store client and the fields below
-        self._pending: tuple[str, tuple[int, ...], str, float] | None = None
+        self._pending: tuple | None = None      # (op, waits_for, collective, start, frame)
         self._version = 0
         self._published_version = -1
         self._status = RankState(RUNNING)
@@ -76,8 +86,8 @@ class BoardTracker(OpTracker):
     def _key(self, rank: int) -> str:
         return _key(self._prefix, rank)
 
-    def begin(self, op: str, waits_for: tuple[int, ...], collective: str = "") -> None:
-        self._pending = (op, waits_for, collective, time.time())
+    def begin(self, op: str, waits_for: tuple[int, ...], collective: str = "", frame=None) -> None:
+        self._pending = (op, waits_for, collective, time.time(), frame)
         self._version += 1
 
     def end(self) -> None:
@@ -98,9 +108,10 @@ class BoardTracker(OpTracker):
             pending, version = self._pending, self._version
             if pending is None or version == self._published_version:
                 continue
-            op, waits_for, collective, start = pending
+            op, waits_for, collective, start, frame = pending
             if time.time() - start < self._publish_after:
                 continue
+            op = self.op_text(op, frame)
             with self._lock:
                 if version != self._version:    # the op ended meanwhile
                     continue
@@ -117,8 +128,9 @@ class BoardTracker(OpTracker):
             states = read_board(self._store, self._world_size, self._prefix)
         pending = self._pending
         if pending is not None:                  # our own state, fresh from memory
-            op, waits_for, collective, start = pending
-            states[self._rank] = RankState(BLOCKED, op, waits_for, collective, since=time.time() - start)
+            op, waits_for, collective, start, frame = pending
+            states[self._rank] = RankState(BLOCKED, self.op_text(op, frame), waits_for, collective,
+                                           since=time.time() - start)
         return states
 
     def close(self) -> None:

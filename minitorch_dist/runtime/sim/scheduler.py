@@ -239,9 +239,9 @@ class SimTracker(OpTracker):
         self._scheduler = scheduler
         self._slot = scheduler.slots[rank]
 
-    def begin(self, op: str, waits_for: tuple[int, ...], collective: str = "") -> None:
+    def begin(self, op: str, waits_for: tuple[int, ...], collective: str = "", frame=None) -> None:
         slot = self._slot
-        slot.op, slot.waits_for, slot.collective = op, waits_for, collective
+        slot.op, slot.waits_for, slot.collective = self.op_text(op, frame), waits_for, collective
 
     def end(self) -> None:
         self._slot.op = ""

@@ -13,9 +13,9 @@ The k-th message from rank a to rank b with tag t has sequence number k on both 
 in order, so headers and payloads never meet the wrong receive.
 
 A listener thread per group receives every peer's control messages (the transport's
-receive-from-any-source) and matches headers to posted receives, so small sends complete
-whether or not their receive is posted, and a mismatch is found (and its sender freed,
-below) while nobody waits on the receive.
+receive-from-any-source) and matches headers to posted receives (on mpi every header; on
+gloo the copies below), so small sends complete whether or not their receive is posted,
+and a mismatch is found (and its sender freed, below) while nobody waits on the receive.
 
 exact_parts (gloo): gloo aborts the process when a message is larger than its posted
 receive, so payloads travel in parts whose wire tags carry their exact lengths
@@ -24,24 +24,24 @@ mismatch the receiver posts receives for the sender's parts that found none ("dr
 so the send completes; wire tags left out of step make the later receives that use
 them fail clearly, instead of taking another message's bytes.
 
-Direct headers (gloo): the header of a payload message goes on a wire tag of its own
-(wire.header_tag), received by the receive itself and checked by the thread that waits
-on it, not by the listener: a hop through the listener thread costs about 1 ms per
-message when ranks outnumber cores (a third of a 16 MB ring all-reduce on 2 cores).
-Progress without a waiter is kept by two rarer paths:
-- a direct send not done COPY_AFTER seconds after it was posted has its header copied
-  to the receiver's listener (_COPY, sent by the watch thread), which matches it like any
-  header: a mismatched receive nobody waits on still frees its sender;
-- a small message (sent to the listener) meeting a direct receive is a mismatch; the
-  receiver asks the sender's listener (_NUDGE) to fill its header receive (_FILL), so
-  a thread waiting on that receive wakes up to the error.
+Direct messages (gloo): every message's header (with a small payload) goes on a wire tag of
+its own (wire.header_tag), received by the receive itself and checked by the thread that
+waits on it: a hop through the listener thread costs a thread wake-up per message (3x raw
+gloo's time for a 1 KB ping-pong, about 1 ms when ranks outnumber cores). Progress without
+a waiter: the watch thread copies to the receiver's listener (_COPY) the header of a direct
+send not done COPY_AFTER seconds after it was posted (a mismatched receive nobody waits on
+still frees its sender), and a small send whose wait lasted EAGER_AFTER seconds; the
+listener keeps a small copy for its receive to come and takes the direct message (a
+"drain"), so small sends complete a few ms late whether or not their receive is posted
+(MPI's eager sends: two ranks may both send before receiving). Works of dropped handles
+stay referenced here (gloo cancels a message whose Work is freed); close() waits for sends.
 """
 
 from __future__ import annotations
 
+import math
 import threading
 import time
-import weakref
 from collections import Counter, defaultdict
 from typing import Callable
 
@@ -49,14 +49,15 @@ import torch
 
 from ..backend import Work
 from ..errors import MessageMismatchError
-from .framing_works import RecvWork, SendWork
-from .wire import (_BYE, _COPY, _FILL, _MSG, _NUDGE, CONTROL_BYTES, CONTROL_TAG, HEADER_BYTES, HEADER_LEN,
+from .framing_works import RecvWork, SendWork, copy_inline, waiter
+from .wire import (_BYE, _COPY, _MSG, CONTROL_BYTES, CONTROL_TAG, HEADER_BYTES,
                    INLINE_BYTES, SEQ_BITS, as_bytes, check_match, decode_header, encode_control, encode_header,
                    header_tag, part_tag, payload_parts, with_kind)
 
 RawPost = Callable[[torch.Tensor, int, int], Work]  # (uint8 buffer, peer, wire tag) -> Work
 RawPostAny = Callable[[torch.Tensor, int], Work]  # (uint8 buffer, wire tag): from any peer
 COPY_AFTER = 0.2    # seconds a direct send may stay undone before its header goes to the listener too
+EAGER_AFTER = 0.002  # seconds a wait on a small direct send may last before its copy goes there
 
 
 class Framer:
@@ -65,9 +66,9 @@ class Framer:
     raw_isend(buf, dst, wire_tag) / raw_irecv(buf, src, wire_tag) post raw messages;
     raw_irecv_any(buf, wire_tag) posts a receive from any peer (the header names the
     sender). `name_rank(r)` turns a group rank into text for error messages. Call
-    close() on every member. exact_parts: exact-length parts and direct headers (see the
-    module docstring; gloo needs them, MPI reports truncation as an error and sends each
-    payload whole after a header through the listener).
+    close() on every member. exact_parts: exact-length parts and direct messages (see the
+    module docstring; gloo needs them; MPI reports truncation as an error, and its headers go
+    through the listener, its payloads whole).
     """
 
     def __init__(self, raw_isend: RawPost, raw_irecv: RawPost, raw_irecv_any: RawPostAny,
@@ -79,22 +80,20 @@ class Framer:
         self._recvd = defaultdict(int)    # (src, tag) -> receives posted so far
         self._lock = threading.Lock()     # guards the dicts below, _broken, and irecv's posts
         self._posted: dict[tuple[int, int, int], RecvWork] = {}   # receives whose header has not come
-        self._early: dict[tuple[int, int, int], torch.Tensor] = {}  # headers whose receive is not posted
+        self._early: dict[tuple[int, int, int], tuple] = {}  # (control, drained) of headers whose receive is not posted
         self._skewed: dict[int, dict[int, tuple]] = defaultdict(dict)  # src -> {wire tag: (why, after, before)}
         self._drains: list = []           # raw receives kept alive, never waited (see _settle)
-        self._unfinished: dict[int, weakref.ref] = {}  # direct sends not yet waited to the end (an
-        # isend nobody waits on is dropped with its handle, not kept here)
+        self._unfinished: dict[int, Work] = {}  # gloo: works not waited to the end, kept alive
         self._broken: BaseException | None = None
         self._stop = threading.Event()
-        self._threads = []
-        if size > 1:
-            self._threads.append(threading.Thread(target=self._listen, daemon=True,
-                                                  name=f"minitorch_dist-listener-r{rank}"))
-            if exact_parts:
-                self._threads.append(threading.Thread(target=self._watch, daemon=True,
-                                                      name=f"minitorch_dist-sendwatch-r{rank}"))
-            for thread in self._threads:
-                thread.start()
+        self._armed = threading.Event()     # set when a wait on a small direct send begins and
+        self._idle = True                   # the watch thread is not looking every EAGER_AFTER
+        self._wake = lambda: self._idle and self._armed.set()
+        loops = {} if size == 1 else {"listener": self._listen, **({"sendwatch": self._watch} if exact_parts else {})}
+        self._threads = [threading.Thread(target=loop, daemon=True, name=f"minitorch_dist-{name}-r{rank}")
+                         for name, loop in loops.items()]
+        for thread in self._threads:
+            thread.start()
 
     def _parts(self, tag: int, seq: int, nbytes: int) -> list[tuple[int, int, int]]:
         """[(offset, length, wire tag)] of a payload of `nbytes` (> INLINE_BYTES)."""
@@ -108,38 +107,48 @@ class Framer:
         control = encode_header(tensor, op, tag, seq, self._rank)      # these two raise on bad input
         parts = self._parts(tag, seq, nbytes) if nbytes > INLINE_BYTES else []
         self._sent[dst, tag] = seq + 1
-        direct = self._exact and bool(parts)
-        works = [self._raw_isend(control, dst, header_tag(tag, seq) if direct else CONTROL_TAG)]
-        data = as_bytes(tensor) if parts else None
-        works += [self._raw_isend(data[offset:offset + length], dst, wire_tag) for offset, length, wire_tag in parts]
-        if not direct:
+        works = [self._raw_isend(control, dst, header_tag(tag, seq) if self._exact else CONTROL_TAG)]
+        if parts:
+            data = as_bytes(tensor)
+            works += [self._raw_isend(data[offset:offset + length], dst, wire_tag)
+                      for offset, length, wire_tag in parts]
+        if not self._exact:
             return SendWork(works, (control, tensor), dst)
-        work = SendWork(works, (control, tensor), dst, self._finished)
-        self._unfinished[id(work)] = weakref.ref(work, lambda _, key=id(work): self._unfinished.pop(key, None))
+        work = SendWork(works, (control, tensor), dst, self._finished, None if parts else self._wake)
+        self._unfinished[id(work)] = work
         return work
 
-    def _finished(self, work: SendWork) -> None:
+    def _finished(self, work: Work) -> None:
         self._unfinished.pop(id(work), None)
+
+    def _copy(self, work: SendWork) -> Work | None:
+        """Send the header of direct send `work` to the receiver's listener, once (see the module docstring)."""
+        with self._lock:
+            copied, work.copied = work.copied, True
+        return None if copied else self._raw_isend(with_kind(work.keep[0], _COPY), work.dst, CONTROL_TAG)
 
     def irecv(self, tensor: torch.Tensor, src: int, tag: int, op: str) -> Work:
         nbytes = tensor.numel() * tensor.element_size()
         if nbytes > INLINE_BYTES:
             self._parts(tag, 0, nbytes)         # raises for a payload too large for the wire format
-        with self._lock:        # a drain (_settle) sees every receive posted before it, or none
+        with self._lock:        # a drain (_settle, _listen) sees every receive posted before it, or none
             seq = self._recvd[src, tag]
             self._recvd[src, tag] = seq + 1
             work = RecvWork(tensor, src, tag, seq, op)
-            if nbytes > INLINE_BYTES:
-                if self._exact:                 # the direct header first: it is sent first
-                    work.header_buf = torch.empty(HEADER_BYTES, dtype=torch.uint8)
+            control, drained = self._early.pop((src, tag, seq), (None, False))
+            if self._exact:                     # the direct header first: it is sent first
+                work.wire_tags.append(header_tag(tag, seq))
+                if not drained:                 # (else the listener took the direct message)
+                    work.header_buf = torch.empty(CONTROL_BYTES, dtype=torch.uint8)
                     work.header = self._raw_irecv(work.header_buf, src, header_tag(tag, seq))
-                    work.wire_tags.append(header_tag(tag, seq))
                     work.claim = self._claim
+                work.done = self._finished
+                self._unfinished[id(work)] = work
+            if nbytes > INLINE_BYTES:
                 data = as_bytes(tensor)
                 for offset, length, wire_tag in self._parts(tag, seq, nbytes):
                     work.parts.append(self._raw_irecv(data[offset:offset + length], src, wire_tag))
                     work.wire_tags.append(wire_tag)
-            control = self._early.pop((src, tag, seq), None)
             if control is None:
                 if self._broken is not None:
                     work.fail(self._broken)
@@ -162,55 +171,30 @@ class Framer:
         try:
             kind, sent_op, dtype, shape, tag, seq, _ = decode_header(control)
             if kind not in (_MSG, _COPY) or seq != work.seq:
-                got = "a filler" if kind == _FILL else f"message {seq}"
-                raise self._out_of_step(work, f"its header receive got {got}")
+                raise work.out_of_step(f"its header receive got message {seq}", self._name(self._rank), self._name)
             try:
                 check_match(work.tensor, dtype, shape, sent_op, work.op, self._name(self._rank),
                             self._name(work.src), tag)
                 if self._skewed.get(work.src):
-                    self._check_in_step(work)
+                    work.check_in_step(self._skewed[work.src], self._name(self._rank), self._name)
             except MessageMismatchError:
                 if self._exact:
-                    self._settle(work, dtype.itemsize * _numel(shape))
+                    self._settle(work, dtype.itemsize * math.prod(shape))
                 raise
             nbytes = work.tensor.numel() * work.tensor.element_size()
             if 0 < nbytes <= INLINE_BYTES:
-                as_bytes(work.tensor).copy_(control[HEADER_LEN * 8:HEADER_LEN * 8 + nbytes])
+                copy_inline(work.tensor, control, nbytes)
         except BaseException as exc:  # noqa: BLE001 - delivered to the waiting rank code
             work.error = exc
         work.ready.set()
 
-    def _out_of_step(self, work: RecvWork, why: str) -> MessageMismatchError:
-        return MessageMismatchError(
-            f"{work.op} on {self._name(self._rank)} from {self._name(work.src)} (tag {work.tag}): "
-            f"this message fits its buffer, but {why}; on gloo that left receives of this size "
-            f"and tag out of step, so this one cannot be trusted. What to do: fix the earlier "
-            f"receive's buffer (or use another tag after a mismatch you catch).")
-
-    def _check_in_step(self, work: RecvWork) -> None:
-        """Raise if an earlier mismatch left a wire tag of this receive out of step."""
-        skewed = self._skewed[work.src]
-        for wire_tag in work.wire_tags:
-            why, after, before = skewed.get(wire_tag, (None, 0, 0))
-            if why is not None and after < work.seq and (before is None or work.seq < before):
-                raise self._out_of_step(work, why)
-
     def _settle(self, work: RecvWork, sent_nbytes: int) -> None:
         """A failed receive: take the sender's parts that none of ours will take (so its send
         completes), and mark wire tags whose later receives are now out of step."""
-        header = header_tag(work.tag, work.seq)
-        sent = {}
-        if sent_nbytes > INLINE_BYTES:    # a payload message: its parts, and its direct header
-            sent = {wire_tag: length for _, length, wire_tag in self._parts(work.tag, work.seq, sent_nbytes)}
-            sent[header] = HEADER_BYTES
+        sent = {header_tag(work.tag, work.seq): CONTROL_BYTES}     # every message's direct header
+        if sent_nbytes > INLINE_BYTES:    # a payload message: its parts too
+            sent.update({wire_tag: length for _, length, wire_tag in self._parts(work.tag, work.seq, sent_nbytes)})
         ours = Counter(work.wire_tags)
-        if ours[header] and header not in sent:
-            # A small message met our direct receive: its sender fills our header receive.
-            ours[header] = 0
-            nudge = self._raw_isend(encode_control(_NUDGE, self._rank, tag=work.tag, seq=work.seq),
-                                    work.src, CONTROL_TAG)
-            with self._lock:
-                self._drains.append(nudge)
         theirs = Counter(sent.keys())
         drains = theirs - ours        # sender's parts that no receive of ours will take
         stale = ours - theirs         # receives of ours that no part will fill: out of step for good
@@ -237,19 +221,28 @@ class Framer:
             while byes < self._size - 1:
                 control = torch.empty(CONTROL_BYTES, dtype=torch.uint8)
                 self._raw_irecv_any(control, CONTROL_TAG).wait(None)
-                kind, _, _, _, tag, seq, src = decode_header(control)
+                kind, _, dtype, shape, tag, seq, src = decode_header(control)
                 if kind == _BYE:
                     byes += 1
                     continue
-                if kind == _NUDGE:      # its direct receive met our small message: fill its header receive
-                    self._raw_isend(encode_control(_FILL, self._rank, tag=tag, seq=seq), src,
-                                    header_tag(tag, seq)).wait(None)
+                nbytes = dtype.itemsize * math.prod(shape)
+                if kind == _COPY and self._exact and nbytes <= INLINE_BYTES:
+                    # a small send's copy: its receive takes the direct message if posted, else we
+                    # take it (the sender waits for that) and keep the copy for the receive to come
+                    drain = None
+                    with self._lock:
+                        if seq >= self._recvd[src, tag]:
+                            drain = self._raw_irecv(torch.empty(HEADER_BYTES + nbytes, dtype=torch.uint8),
+                                                    src, header_tag(tag, seq))
+                            self._early[src, tag, seq] = (control, True)
+                    if drain is not None:
+                        drain.wait(None)
                     continue
                 with self._lock:
                     pending = self._posted.pop((src, tag, seq), None)
                     # a copy whose receive is posted but not pending was served by its direct header
                     if pending is None and not (kind == _COPY and seq < self._recvd[src, tag]):
-                        self._early[src, tag, seq] = control
+                        self._early[src, tag, seq] = (control, False)
                 if pending is not None:
                     self._match(pending, control)
         except BaseException as exc:  # noqa: BLE001 - a peer died or the group was torn down
@@ -260,22 +253,41 @@ class Framer:
                 work.fail(exc)
 
     def _watch(self) -> None:
-        """Copy to the receiver's listener the header of each direct send still undone
-        COPY_AFTER seconds after it was posted (see the module docstring)."""
+        """The copies of the module docstring. Looks every EAGER_AFTER seconds while waits on small
+        sends come, else every COPY_AFTER / 2 s or when such a wait wakes it (not per message)."""
+        busy_until = 0.0
         try:
-            while not self._stop.wait(COPY_AFTER / 2):
+            while not self._stop.is_set():
+                self._idle = time.monotonic() >= busy_until
+                if not self._idle or self._armed.wait(COPY_AFTER / 2):
+                    time.sleep(EAGER_AFTER)
+                self._idle = False
+                self._armed.clear()
                 now = time.monotonic()
-                for ref in list(self._unfinished.values()):
-                    work = ref()
-                    if work is not None and not work.copied and now - work.posted >= COPY_AFTER:
-                        work.copied = True
-                        self._raw_isend(with_kind(work.keep[0], _COPY), work.dst, CONTROL_TAG).wait(None)
+                for work in list(self._unfinished.values()):
+                    if type(work) is not SendWork or work.copied:
+                        continue
+                    blocked = work.blocked_at
+                    if blocked is not None:
+                        busy_until = now + 50 * EAGER_AFTER
+                    if (blocked is not None and now - blocked >= EAGER_AFTER) or now - work.posted >= COPY_AFTER:
+                        copy = self._copy(work)
+                        if copy is not None:
+                            copy.wait(None)
         except BaseException:  # noqa: BLE001 - the connection broke: the waits report it
             return
 
     def close(self, timeout: float | None = 10.0) -> None:
-        """Tell every peer's listener we are done; ours ends when every peer has said the same."""
+        """Wait for the sends whose handles were dropped, then tell every peer's listener we are
+        done; ours ends when every peer has said the same."""
+        left = waiter(timeout)
+        try:
+            for work in [w for w in list(self._unfinished.values()) if type(w) is SendWork]:
+                work.wait(left())       # (the watch thread copies a small one to the listener)
+        except Exception:  # noqa: BLE001 - a message its peer never receives: nothing more to do
+            pass
         self._stop.set()
+        self._armed.set()
         if not self._threads:
             return
         bye = encode_control(_BYE, self._rank)
@@ -285,9 +297,3 @@ class Framer:
         for thread in self._threads:
             thread.join(timeout)
 
-
-def _numel(shape) -> int:
-    n = 1
-    for d in shape:
-        n *= d
-    return n

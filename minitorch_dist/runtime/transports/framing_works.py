@@ -3,11 +3,13 @@
 A receive is done in up to three waits: its header (matched by the listener thread, or,
 for a gloo direct message, received on its own wire tag and checked by the waiting
 thread itself), then its payload parts in order. A wait cut short by a deadline may be
-waited on again.
+waited on again. On gloo the Framer keeps every work alive until it was waited to the end
+(or, for a send, until close()).
 """
 
 from __future__ import annotations
 
+import ctypes
 import threading
 import time
 from typing import Callable
@@ -15,7 +17,45 @@ from typing import Callable
 import torch
 
 from ..backend import DeadlineExpired, Work
-from ..errors import PeerFailedError
+from ..errors import MessageMismatchError, PeerFailedError
+from .wire import HEADER_BYTES, as_bytes
+
+
+def copy_inline(tensor: torch.Tensor, control: torch.Tensor, nbytes: int) -> None:
+    """Fill contiguous `tensor` with the inline payload of control message `control`."""
+    if tensor.device.type == "cpu" and not tensor.requires_grad:   # the usual case, without torch ops
+        ctypes.memmove(tensor.data_ptr(), control.data_ptr() + HEADER_BYTES, nbytes)
+        torch.autograd.graph.increment_version(tensor)
+    else:
+        as_bytes(tensor).copy_(control[HEADER_BYTES:HEADER_BYTES + nbytes])
+
+
+class Ready:
+    """A one-shot flag to wait on (threading.Event's set/is_set/wait at a tenth of its cost to make:
+    one is made per receive)."""
+
+    __slots__ = ("_lock", "_set")
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._lock.acquire()
+        self._set = False
+
+    def set(self) -> None:
+        if not self._set:
+            self._set = True
+            try:
+                self._lock.release()
+            except RuntimeError:    # set twice at once (a failure and a match): already released
+                pass
+
+    def is_set(self) -> bool:
+        return self._set
+
+    def wait(self, timeout: float | None = None) -> bool:
+        if not self._set and self._lock.acquire(timeout=-1 if timeout is None else timeout):
+            self._lock.release()
+        return self._set
 
 
 def waiter(timeout: float | None):
@@ -29,19 +69,28 @@ class SendWork(Work):
 
     It records when it was posted and whether its header was copied to the receiver's
     listener (framing.Framer._watch, for gloo direct sends); `done(work)` runs once the
-    wait has seen every raw message through.
+    wait has seen every raw message through. `eager()` (gloo, small messages) runs when a
+    wait begins: it wakes the Framer's watch thread, which copies the message to the
+    listener if the wait lasts (blocked_at says since when).
     """
 
-    def __init__(self, works: list[Work], keep, dst: int, done: Callable | None = None):
+    def __init__(self, works: list[Work], keep, dst: int, done: Callable | None = None,
+                 eager: Callable | None = None):
         self._works = works
         self.keep = keep                    # (control, tensor): buffers must outlive the transfer
         self.dst = dst
         self.posted = time.monotonic()
         self.copied = False
+        self.blocked_at: float | None = None  # when a wait began (small direct sends)
         self._done = done
+        self._eager = eager
 
     def wait(self, timeout: float | None) -> None:
         left = waiter(timeout)
+        if self._eager is not None:
+            self.blocked_at = time.monotonic()
+            self._eager()
+            self._eager = None
         while self._works:
             self._works[0].wait(left())
             self._works.pop(0)
@@ -56,13 +105,31 @@ class RecvWork(Work):
 
     def __init__(self, tensor: torch.Tensor, src: int, tag: int, seq: int, op: str):
         self.tensor, self.src, self.tag, self.seq, self.op = tensor, src, tag, seq, op
-        self.ready = threading.Event()      # set once the header was matched (or failed)
+        self.ready = Ready()                # set once the header was matched (or failed)
         self.parts: list[Work] = []         # the payload's raw receives, in order
         self.wire_tags: list[int] = []      # their wire tags (and the header's, when direct)
         self.error: BaseException | None = None
         self.header: Work | None = None
         self.header_buf: torch.Tensor | None = None
         self.claim: Callable | None = None
+        self.done: Callable | None = None   # done(work) once waited to the end (or failed)
+
+
+    def out_of_step(self, why: str, receiver: str, name: Callable[[int], str]) -> MessageMismatchError:
+        """The error of a receive that an earlier mismatch left out of step (gloo)."""
+        return MessageMismatchError(
+            f"{self.op} on {receiver} from {name(self.src)} (tag {self.tag}): "
+            f"this message fits its buffer, but {why}; on gloo that left receives of this size "
+            f"and tag out of step, so this one cannot be trusted. What to do: fix the earlier "
+            f"receive's buffer (or use another tag after a mismatch you catch).")
+
+    def check_in_step(self, skewed: dict, receiver: str, name: Callable[[int], str]) -> None:
+        """Raise if an earlier mismatch left a wire tag of this receive out of step:
+        skewed = {wire tag: (why, after seq, before seq or None)} of its sender."""
+        for wire_tag in self.wire_tags:
+            why, after, before = skewed.get(wire_tag, (None, 0, 0))
+            if why is not None and after < self.seq and (before is None or self.seq < before):
+                raise self.out_of_step(why, receiver, name)
 
     def fail(self, exc: BaseException) -> None:
         self.error = PeerFailedError(f"the connection broke while receiving from rank {self.src} "
@@ -73,9 +140,9 @@ class RecvWork(Work):
     def wait(self, timeout: float | None) -> None:
         left = waiter(timeout)
         if self.header is not None:
-            # Once the listener has matched this receive (a copy of the header, or a small message
-            # that does not fit), the header receive is still filled, by the header itself or by
-            # the sender's filler; should that fail, the error the listener found is the one to report.
+            # Once the listener has matched this receive (a copy of the header), the header receive
+            # is still filled, by the message itself; should that fail, the error the listener
+            # found is the one to report.
             matched = self.ready.is_set()
             if not isinstance(self.error, PeerFailedError):
                 try:
@@ -90,7 +157,14 @@ class RecvWork(Work):
         if not self.ready.wait(left()):
             raise DeadlineExpired(f"recv from {self.src} tag {self.tag}")
         if self.error is not None:
+            self._finish()
             raise self.error
         while self.parts:
             self.parts[0].wait(left())
             self.parts.pop(0)
+        self._finish()
+
+    def _finish(self) -> None:
+        if self.done is not None:
+            self.done(self)
+            self.done = None

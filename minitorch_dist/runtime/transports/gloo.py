@@ -6,9 +6,9 @@ host (a copy each way): the way to run GPU code with more ranks than GPUs, or on
 Each Group owns a ProcessGroupGloo built directly from the job's store (no global
 torch.distributed state, so several jobs and sub-groups live side by side).
 Point-to-point messages are framed by framing.Framer (header + payload parts whose wire
-tags carry their lengths: gloo aborts on a message larger than its receive; a payload
-message's header goes on a wire tag of its own, straight to its receive). Waits take
-the run's deadline: gloo's own per-op timeout. Its expiry closes the connection,
+tags carry their lengths: gloo aborts on a message larger than its receive; a message's
+header, with a small payload, goes on a wire tag of its own, straight to its receive).
+Waits take the run's deadline: gloo's own per-op timeout. Its expiry closes the connection,
 which is fine: a deadline expiry ends the run with a deadlock report.
 """
 

@@ -14,6 +14,7 @@ match what was sent reads the same everywhere: both ranks, both shapes, both ops
 
 from __future__ import annotations
 
+import ctypes
 import struct
 
 import torch
@@ -35,9 +36,11 @@ MAX_PAYLOAD_BYTES = 1 << (PART_MANT_BITS + (1 << PART_EXP_BITS) - 1)   # 2**39: 
 OPS = ("send", "isend", "sendrecv")
 HEADER_BYTES = HEADER_LEN * 8
 # kinds: a message's header; goodbye; a copy of a gloo direct header (sent to the listener);
-# "fill my header receive" (to a sender's listener); the filler itself (on the header tag)
+# _NUDGE and _FILL are no longer sent (they served small gloo messages sent to the listener:
+# every gloo message is direct now); their numbers stay taken
 _MSG, _BYE, _COPY, _NUDGE, _FILL = 0, 1, 2, 3, 4
 _HEADER = struct.Struct(f"<{HEADER_LEN}q")   # magic, kind, op, dtype, ndim, numel, tag, seq, src, shape
+_HEADER_VIEW = ctypes.c_char * HEADER_BYTES
 
 _DTYPE_NAMES = ["float32", "float64", "float16", "bfloat16", "int8", "uint8", "int16", "int32",
                 "int64", "bool", "complex64", "complex128", "uint16", "uint32", "uint64",
@@ -65,14 +68,14 @@ def encode_header(tensor: torch.Tensor, op: str, tag: int, seq: int, src: int, k
     ndim = tensor.dim()
     _HEADER.pack_into(buf, 0, MAGIC, kind, OPS.index(op), _DTYPE_CODE[tensor.dtype], ndim, tensor.numel(),
                       tag, seq, src, *tensor.shape, *([0] * (MAX_NDIM - ndim)))
-    control = torch.frombuffer(buf, dtype=torch.uint8)
-    if inline:
-        control[HEADER_LEN * 8:] = as_bytes(tensor.cpu())
-    return control
+    if inline:      # the payload's bytes (one copy, no torch ops: a small send's cost is its overhead)
+        host = tensor if tensor.device.type == "cpu" and tensor.is_contiguous() else tensor.cpu().contiguous()
+        buf[HEADER_BYTES:] = ctypes.string_at(host.data_ptr(), inline)
+    return torch.frombuffer(buf, dtype=torch.uint8)
 
 
 def encode_control(kind: int, src: int, numel: int = 0, tag: int = 0, seq: int = 0) -> torch.Tensor:
-    """A control message with no tensor (_BYE, _NUDGE, _FILL)."""
+    """A control message with no tensor (_BYE)."""
     control = torch.zeros(HEADER_LEN * 8, dtype=torch.uint8)
     _HEADER.pack_into(control.numpy(), 0, MAGIC, kind, 0, 0, 0, numel, tag, seq, src, *([0] * MAX_NDIM))
     return control
@@ -80,7 +83,7 @@ def encode_control(kind: int, src: int, numel: int = 0, tag: int = 0, seq: int =
 
 def decode_header(control: torch.Tensor) -> tuple[int, str, torch.dtype, tuple[int, ...], int, int, int]:
     """(kind, sender's op, dtype, shape, tag, seq, sender's rank) from a control message."""
-    values = _HEADER.unpack_from(control.numpy())
+    values = _HEADER.unpack_from(_HEADER_VIEW.from_address(control.data_ptr()))   # (no numpy: faster)
     if values[0] != MAGIC:
         raise MessageMismatchError("recv: received bytes that are not a minitorch_dist message "
                                    "(raw torch.distributed or MPI calls mixed with Group calls?)")
