@@ -58,7 +58,7 @@ WHAT = {"uint8_round_trip": "Uint8Quantizer({c}) round trip", "sign_round_trip":
         "boundary_topk": "two_stage_step at boundary {c}, forward TopK(40), backward TopK(25)",
         "boundary_uint8": "two_stage_step at boundary {c}, forward Uint8Quantizer(12), backward TopK(30)",
         "boundary_lowrank": "two_stage_step at boundary {c}, forward LowRank(2, seed=3), backward LowRank(3, seed=8)",
-        "lowrank_round_trip": "LowRank({c}, seed={n}) round trip of a {data} matrix",
+        "lowrank_round_trip": "LowRank({c}, seed={n}) round trip, {data} input matrix",
         "bad_boundary": "bad arguments to LowRank, CompressedBoundary and split_char_transformer"}
 
 RANDOMK_SEED, RANDOMK_STEPS, EF_STEPS = 11, 3, 6
