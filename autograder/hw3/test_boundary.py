@@ -1,7 +1,7 @@
 """Hidden tests, task 3.6 (bonus): a compressed stage boundary of the CharTransformer split in two.
 
 One step of two_stage_step (provided) on 2 gloo ranks through the student's CompressedBoundary, a
-float64 model with 3 blocks cut at boundaries 0 to 3 (hw3_boundary.py). With Identity both stages'
+float64 model with 3 blocks cut at each boundary 0 to 3 (hw3_boundary.py). With Identity both stages'
 gradients equal the unsplit model's (1e-10). With TopK(40) forward and TopK(25) backward,
 Uint8Quantizer(12) forward and TopK(30) backward, LowRank(2, seed 3) forward and LowRank(3, seed 8)
 backward: what rank 1 received is the forward round trip of rank 0's activation, the gradient rank 0

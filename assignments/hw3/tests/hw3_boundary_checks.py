@@ -123,7 +123,8 @@ def lowrank_problems(o, lowrank=None) -> list:
     if o.case.data == "exact":
         problems.append(_compare(x_hat.reshape(-1), x.reshape(-1), f"{what}: a rank-{r} matrix comes back", 1e-9))
     if lowrank is not None:
-        problems.append(_compare(x_hat.reshape(-1), lowrank(x, r, o.case.n).reshape(-1), f"{what}, seed {o.case.n}", 1e-9))
+        problems.append(_compare(x_hat.reshape(-1), lowrank(x, r, o.case.n).reshape(-1),
+                                 f"{what}, seed {o.case.n}", 1e-9))
     shapes = [tuple(t.shape) for t in rep.get("payload", [])]
     if shapes != [(x.shape[0], r), (x.shape[1], r)]:
         problems.append(f"{what}: payload shapes {shapes}, expected [P {(x.shape[0], r)}, Q {(x.shape[1], r)}]")
