@@ -3,7 +3,7 @@
 One step of two_stage_step (provided) on 2 gloo ranks through the student's CompressedBoundary, a
 float64 model with 3 blocks cut at each boundary 0 to 3 (hw3_boundary.py). With Identity both stages'
 gradients equal the unsplit model's (1e-10). With TopK(40) forward and TopK(25) backward,
-Uint8Quantizer(12) forward and TopK(30) backward, LowRank(2, seed 3) forward and LowRank(3, seed 8)
+Uint8Quantizer(20) forward (chunks of 20 in 252 elements) and TopK(30) backward, LowRank(2, seed 3) forward and LowRank(3, seed 8)
 backward: what rank 1 received is the forward round trip of rank 0's activation, the gradient rank 0
 applied is the backward round trip of the gradient rank 1 took at what it received (so a boundary
 that sends either direction dense, or uses one compressor for both, fails), each stage's gradients

@@ -102,7 +102,8 @@ class CompressedBoundary:
     def send_gradient(self, received: torch.Tensor) -> None:
         """Stage 1, after backward: compress received.grad (the gradient at the decompressed
         activation) with self.backward and send it to the peer. ValueError when received.grad is None
-        (backward has not run, or `received` is not what recv_activation returned)."""
+        (backward has not run, or `received` is not what recv_activation returned), and one naming
+        "gradient" when it holds nan or inf."""
         # BEGIN YOUR CODE  (HW3 task 3.6)
         raise NotImplementedError("HW3 task 3.6: send_gradient is not implemented yet (see assignments/hw3/README.md)")
         # END YOUR CODE

@@ -23,7 +23,7 @@ ACT_NUMEL = ACT_SHAPE[0] * ACT_SHAPE[1] * ACT_SHAPE[2]
 # kind -> (forward, backward) compressors as (family, parameter, seed)
 LINKS = {"boundary_exact": (("identity", 0, 0), ("identity", 0, 0)),
          "boundary_topk": (("topk", 40, 0), ("topk", 25, 0)),
-         "boundary_uint8": (("uint8", 12, 0), ("topk", 30, 0)),
+         "boundary_uint8": (("uint8", 20, 0), ("topk", 30, 0)),
          "boundary_lowrank": (("lowrank", 2, 3), ("lowrank", 3, 8))}
 LOWRANK_SHAPES = {"exact": (21, 12), "general": (9, 7)}       # lowrank_round_trip: case.data
 

@@ -56,7 +56,7 @@ WHAT = {"uint8_round_trip": "Uint8Quantizer({c}) round trip", "sign_round_trip":
         "char_training": "CharTransformer, HookedDDP + {data}, {n} SGD steps, against uncompressed training",
         "boundary_exact": "two_stage_step at boundary {c} through CompressedBoundary(Identity())",
         "boundary_topk": "two_stage_step at boundary {c}, forward TopK(40), backward TopK(25)",
-        "boundary_uint8": "two_stage_step at boundary {c}, forward Uint8Quantizer(12), backward TopK(30)",
+        "boundary_uint8": "two_stage_step at boundary {c}, forward Uint8Quantizer(20), backward TopK(30)",
         "boundary_lowrank": "two_stage_step at boundary {c}, forward LowRank(2, seed=3), backward LowRank(3, seed=8)",
         "lowrank_round_trip": "LowRank({c}, seed={n}) round trip, {data} input matrix",
         "bad_boundary": "bad arguments to LowRank, CompressedBoundary and split_char_transformer"}

@@ -119,7 +119,8 @@ class CompressedBoundary:
     def send_gradient(self, received: torch.Tensor) -> None:
         """Stage 1, after backward: compress received.grad (the gradient at the decompressed
         activation) with self.backward and send it to the peer. ValueError when received.grad is None
-        (backward has not run, or `received` is not what recv_activation returned)."""
+        (backward has not run, or `received` is not what recv_activation returned), and one naming
+        "gradient" when it holds nan or inf."""
         # BEGIN SOLUTION  (HW3 task 3.6)
         if received.grad is None:
             raise ValueError("CompressedBoundary.send_gradient: the received activation has no .grad; run the "
