@@ -29,14 +29,12 @@ def lowrank_reference(m: torch.Tensor, r: int, seed: int) -> torch.Tensor:
 
 @pytest.mark.task3_6
 @pytest.mark.points(1)
-@pytest.mark.time_limit(120)
 def test_identity_boundary_is_exact():
     judge(BOUNDARY_EXACT.outcomes(2, "boundary_exact"), boundary_problems)
 
 
 @pytest.mark.task3_6
 @pytest.mark.points(2)
-@pytest.mark.time_limit(120)
 def test_compressed_boundary_both_directions():
     judge(BOUNDARY_LINKS.outcomes(2, ("boundary_topk", "boundary_uint8", "boundary_lowrank")),
           lambda o: boundary_problems(o, lowrank_reference))
@@ -44,13 +42,11 @@ def test_compressed_boundary_both_directions():
 
 @pytest.mark.task3_6
 @pytest.mark.points(1)
-@pytest.mark.time_limit(120)
 def test_lowrank_round_trip():
     judge(LOWRANK.outcomes(1, "lowrank_round_trip"), lambda o: lowrank_problems(o, lowrank_reference))
 
 
 @pytest.mark.task3_6
 @pytest.mark.points(1)
-@pytest.mark.time_limit(120)
 def test_boundary_bad_input():
     judge(BOUNDARY_BAD.outcomes(2, "bad_boundary"), bad_input_problems)
