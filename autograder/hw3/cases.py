@@ -65,3 +65,13 @@ HOOKED_DDP = [Case("allreduce_ddp", 3), Case("compress_ddp", 4, 60, data="topk")
 POWERSGD = Suite(lambda p: POWERSGD_DDP.get(p, []) + POWERSGD_PARTS)
 HOOKS = Suite(lambda p: list(HOOKED_DDP))
 TRAINING = Suite(lambda p: [Case("char_training", 60, data=d) for d in ("powersgd", "topk_ef", "topk")])
+
+# task 3.6 (bonus): one step of the split CharTransformer (hw3_boundary.py); param is the boundary
+BOUNDARY_EXACT = Suite(lambda p: [Case("boundary_exact", param=b) for b in (0, 1, 3)])
+BOUNDARY_LINKS = Suite(lambda p: [Case("boundary_uint8", param=0), Case("boundary_topk", param=1),
+                                  Case("boundary_lowrank", param=2), Case("boundary_topk", param=3)])
+LOWRANK = Suite(lambda p: [Case("lowrank_round_trip", 4, 2, data="exact"),
+                           Case("lowrank_round_trip", 9, 3, data="exact"),
+                           Case("lowrank_round_trip", 1, 1, data="general"),
+                           Case("lowrank_round_trip", 6, 3, data="general")])
+BOUNDARY_BAD = Suite(lambda p: [Case("bad_boundary")])

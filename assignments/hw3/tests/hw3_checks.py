@@ -268,7 +268,8 @@ def bad_input_problems(o: Outcome) -> list[str]:
             elif t["raised"] != "ValueError":
                 problems.append(f"rank {r}: {t['what']} raised {t['raised']}: {t['message'][:200]}; expected ValueError")
             elif "non-finite" in t["what"]:
-                name = "x" if "compressed_all_reduce" in t["what"] else "g"
+                name = next(n for n in ("activation", "compressed_all_reduce", "g") if n in t["what"] or n == "g")
+                name = "x" if name == "compressed_all_reduce" else name
                 if not t["message"].startswith(f"{name} has 3 non-finite values"):
                     problems.append(f"rank {r}: {t['what']}: ValueError({t['message'][:200]!r}) must say "
                                     f"'{name} has 3 non-finite values (nan/inf); ...' (check_finite does)")

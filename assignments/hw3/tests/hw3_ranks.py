@@ -7,6 +7,7 @@ from __future__ import annotations
 import torch
 
 from assignments.common.rank_runs import attempt, run_case_list
+from assignments.hw3.tests.hw3_boundary import run_bad_boundary, run_boundary, run_lowrank
 from assignments.hw3.tests.hw3_powersgd import run_hooked, run_orthogonalize, run_rank1
 from assignments.hw3.tests.hw3_training import run_char_training
 from assignments.hw3.tests.hw3_setup import (EF_STEPS, QUADRATIC, RANDOMK_SEED, RANDOMK_STEPS, Case, HalfGrid,
@@ -21,6 +22,7 @@ def counts(group) -> dict:
     out = {f"{op}_calls": c.op(op).calls for op in OPS}
     out.update({f"{op}_bytes": c.op(op).tensor_bytes for op in OPS})
     out["p2p"] = c.messages_sent
+    out["p2p_bytes"] = c.bytes_sent
     return out
 
 
@@ -134,6 +136,12 @@ def run_bad_input(case: Case, group) -> dict:
 def run_cases_on_rank(group, cases: list[Case]) -> list[dict]:
     """Rank code: run every case in order (a stub's error is recorded per kind, others stop the launch)."""
     def run_one(case, g):
+        if case.kind.startswith("boundary_"):
+            return run_boundary(case, g, counts)
+        if case.kind == "lowrank_round_trip":
+            return run_lowrank(case, g)
+        if case.kind == "bad_boundary":
+            return run_bad_boundary(case, g)
         if case.kind in ("powersgd_ddp", "allreduce_ddp", "compress_ddp"):
             return run_hooked(case, g, counts)
         if case.kind == "char_training":

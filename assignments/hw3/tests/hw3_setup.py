@@ -31,7 +31,10 @@ EF_KINDS = ("ef_grid", "ef_topk", "ef_sign_quadratic")
 BAD_KINDS = ("bad_quantize", "bad_sparsify", "bad_error_feedback")
 POWERSGD_KINDS = ("powersgd_ddp", "powersgd_rank1", "orthogonalize")
 HOOK_KINDS = ("allreduce_ddp", "compress_ddp", "char_training")
+BOUNDARY_KINDS = ("boundary_exact", "boundary_topk", "boundary_uint8", "boundary_lowrank", "lowrank_round_trip",
+                  "bad_boundary")
 TASK_OF = {**dict.fromkeys(POWERSGD_KINDS, "task3_4"), **dict.fromkeys(HOOK_KINDS, "task3_5"),
+           **dict.fromkeys(BOUNDARY_KINDS, "task3_6"),
            **dict.fromkeys(QUANT_KINDS + QUANT_AR_KINDS + ("bad_quantize",), "task3_1"),
            **dict.fromkeys(SPARSE_KINDS + ("bad_sparsify",), "task3_2"),
            **dict.fromkeys(EF_KINDS + ("bad_error_feedback",), "task3_3")}
@@ -50,7 +53,13 @@ WHAT = {"uint8_round_trip": "Uint8Quantizer({c}) round trip", "sign_round_trip":
         "orthogonalize": "orthogonalize_ on ({n}, {c}) matrices (epsilon 0 and 1e-3, a zero column)",
         "allreduce_ddp": "HookedDDP without a hook, {n} steps",
         "compress_ddp": "HookedDDP + compression_hook({data}, {c}), {n} steps",
-        "char_training": "CharTransformer, HookedDDP + {data}, {n} SGD steps, against uncompressed training"}
+        "char_training": "CharTransformer, HookedDDP + {data}, {n} SGD steps, against uncompressed training",
+        "boundary_exact": "two_stage_step at boundary {c} through CompressedBoundary(Identity())",
+        "boundary_topk": "two_stage_step at boundary {c}, forward TopK(40), backward TopK(25)",
+        "boundary_uint8": "two_stage_step at boundary {c}, forward Uint8Quantizer(20), backward TopK(30)",
+        "boundary_lowrank": "two_stage_step at boundary {c}, forward LowRank(2, seed=3), backward LowRank(3, seed=8)",
+        "lowrank_round_trip": "LowRank({c}, seed={n}) round trip, {data} input matrix",
+        "bad_boundary": "bad arguments to LowRank, CompressedBoundary and split_char_transformer"}
 
 RANDOMK_SEED, RANDOMK_STEPS, EF_STEPS = 11, 3, 6
 QUADRATIC = {"dim": 16, "chunk": 16, "steps": 300, "lr": 0.3, "decay": 0.99, "spread": 1.0,
@@ -75,7 +84,7 @@ class Case:
     def describe(self, p: int) -> str:
         """'compressed_all_reduce(x, group, Uint8Quantizer(5), 'avg') (n 37, rand inputs, p 3)'."""
         what = WHAT[self.kind].format(c=self.param, op=self.op, data=self.data, n=self.n)
-        if self.kind in POWERSGD_KINDS + HOOK_KINDS:
+        if self.kind in POWERSGD_KINDS + HOOK_KINDS + BOUNDARY_KINDS[:-1]:
             return f"{what} (p {p})"
         return what if self.kind.startswith(("bad", "ef_sign")) else f"{what} (n {self.n}, {self.data} inputs, p {p})"
 

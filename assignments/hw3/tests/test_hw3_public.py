@@ -1,7 +1,7 @@
 """Homework 3 public tests: a few cases per task (the hidden tests run many more).
 
     python -m pytest assignments/hw3/tests                 # every task
-    python -m pytest assignments/hw3/tests -m task3_1      # one task (task3_1 .. task3_5)
+    python -m pytest assignments/hw3/tests -m task3_1      # one task (task3_1 .. task3_6)
 
 Your compressors run on real processes (gloo), each rank on its own float64 input (hw3_setup.py).
 What each rank computed comes back here and is checked (hw3_checks.py): the round trips against
@@ -12,6 +12,7 @@ step by step.
 
 import pytest
 
+from assignments.hw3.tests.hw3_boundary_checks import boundary_problems, lowrank_problems
 from assignments.hw3.tests.hw3_ddp_checks import (hook_problems, orthogonalize_problems, powersgd_problems,
                                                   rank1_problems)
 from assignments.hw3.tests.hw3_checks import (all_reduce_problems, bad_input_problems, comm_problems,
@@ -26,7 +27,8 @@ def public_cases(p: int) -> list[Case]:
             Case("randomk_all_reduce", 40, 6), Case("bad_sparsify"), Case("ef_grid", 12, data="dyadic"),
             Case("ef_topk", 20, 3, data="dyadic"), Case("powersgd_ddp", 4, 2, data="ef,warm"),
             Case("powersgd_rank1", param=1), Case("orthogonalize", 9, 3), Case("allreduce_ddp", 2),
-            Case("compress_ddp", 3, 60, data="topk")]
+            Case("compress_ddp", 3, 60, data="topk"), Case("boundary_exact", param=1),
+            Case("boundary_topk", param=2), Case("lowrank_round_trip", 4, 2, data="exact"), Case("bad_boundary")]
 
 
 PUBLIC = Suite(public_cases)                  # runs once per world size, every selected task
@@ -78,3 +80,11 @@ def test_powersgd_against_torch():
 @pytest.mark.time_limit(120)
 def test_hooked_ddp():
     judge(PUBLIC.outcomes(2, ("allreduce_ddp", "compress_ddp")), hook_problems)
+
+
+@pytest.mark.task3_6
+@pytest.mark.points(1)
+def test_compressed_stage_boundary():
+    judge(PUBLIC.outcomes(2, "lowrank_round_trip"), lowrank_problems)
+    judge(PUBLIC.outcomes(2, ("boundary_exact", "boundary_topk", "bad_boundary")),
+          lambda o: bad_input_problems(o) if o.case.kind.startswith("bad") else boundary_problems(o))
