@@ -28,7 +28,7 @@ import torch
 from .backend import Backend, DeadlineExpired, SendrecvSite, Work
 from .checks import check_rank, check_tag, check_tensor, where
 from .context import RankContext
-from .errors import DeadlockError
+from .errors import DeadlockError, PeerFailedError
 from .handle import CollectiveHandle, Handle, wait_all
 from .observe.deadlock import format_report
 from .provided import ProvidedCollectives
@@ -123,6 +123,10 @@ class Group(ProvidedCollectives):
             headline = (f"deadlock: {op_text} on rank {ctx.world_rank} did not complete within "
                         f"its {ctx.deadline:g} s deadline.")
             raise DeadlockError(format_report(headline, states, ctx.world_size)) from None
+        except PeerFailedError:
+            # A peer gave up on this connection (its own deadline closed it on gloo, or it died):
+            # this rank is still, for every report, waiting in op_text.
+            raise
         except BaseException:
             ctx.tracker.end()
             raise

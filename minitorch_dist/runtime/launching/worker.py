@@ -82,7 +82,7 @@ def run_task(task: Task, backend, store, world_rank: int, world_size: int, track
         return ("ok", value, ctx.recorder.counters, ctx.recorder.events)
     except BaseException as exc:  # noqa: BLE001 - every failure goes back to the caller
         try:
-            if not isinstance(exc, DeadlockError):   # a deadlocked rank stays shown in its op
+            if not isinstance(exc, (DeadlockError, PeerFailedError)):   # stays shown in its op
                 ctx.tracker.set_status(FAILED, f"{type(exc).__name__}: "
                                                f"{str(exc).splitlines()[0][:150] if str(exc) else ''}")
         except Exception:  # noqa: BLE001 - the store may be gone
