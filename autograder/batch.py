@@ -3,6 +3,7 @@
     python -m autograder.batch hw1 export/ --out grades/                # Gradescope export, nbgrader, or zips
     python -m autograder.batch hw1 export/ --out grades/ --workers 2 --jobs 1
     python -m autograder.batch hw1 export/ --out grades/ --notebook-grades course/grades.csv
+    python -m autograder.batch hw1 export/ --out grades/ --device cpu    # auto (default) | cpu | cuda
 
 What it reads (found by looking at the folder):
   - a Gradescope export: submission_metadata.yml beside submission_<id>/ folders (the student is
@@ -33,6 +34,8 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass
+
+from autograder.devices import CHOICES, resolve_device
 
 TASK = re.compile(r"^HW\d+ (\d+(?:\.\d+)?)")
 
@@ -108,8 +111,9 @@ def _write(path: str, results: dict) -> None:
 
 
 def grade_all(homework: str, subs: list[Submission], out: str, jobs: int = 2, only: str | None = None,
-              log=lambda line: print(line, file=sys.stderr, flush=True)) -> dict[str, int]:
-    """Grade every submission not graded yet (see Resumable); {"graded": n, "skipped": n}."""
+              log=lambda line: print(line, file=sys.stderr, flush=True), device: str = "auto") -> dict[str, int]:
+    """Grade every submission not graded yet (see Resumable) on `device` (autograder.devices);
+    {"graded": n, "skipped": n}."""
     from autograder.session import GradingSession
     todo = [(s, digest(s.path)) for s in subs]
     todo = [(s, d) for s, d in todo if not _done(out, s, d)]
@@ -119,7 +123,7 @@ def grade_all(homework: str, subs: list[Submission], out: str, jobs: int = 2, on
     if not todo:
         return counts
     t0 = time.monotonic()
-    with GradingSession(homework, jobs=jobs, quiet=True) as session:
+    with GradingSession(homework, jobs=jobs, quiet=True, device=device) as session:
         for i, (sub, dig) in enumerate(todo, 1):
             start = time.monotonic()
             results = session.grade(sub.path, only=only)
@@ -180,8 +184,16 @@ def main(argv=None) -> int:
     parser.add_argument("--workers", type=int, default=1, help="students graded at once (one session each)")
     parser.add_argument("--only", help="grade only the tests whose name matches (a quick pass)")
     parser.add_argument("--notebook-grades", help="nbgrader's export CSV, merged into the gradebook")
+    parser.add_argument("--device", choices=CHOICES, default="auto",
+                        help="auto (cuda where torch sees a GPU, else cpu), cpu (tests marked gpu are reported "
+                             "not run) or cuda (default %(default)s)")
     parser.add_argument("--shard", help=argparse.SUPPRESS)            # i/K: this worker's share
     args = parser.parse_args(argv)
+    try:
+        resolve_device(args.device)                 # cuda without a GPU: said once, before any worker starts
+    except ValueError as exc:
+        print(f"batch: {exc}", file=sys.stderr)
+        return 2
     subs = discover(args.folder, args.homework)
     if not subs:
         print(f"batch: no submission found in {args.folder}", file=sys.stderr)
@@ -189,11 +201,11 @@ def main(argv=None) -> int:
     os.makedirs(args.out, exist_ok=True)
     if args.shard:
         i, k = map(int, args.shard.split("/"))
-        grade_all(args.homework, subs[i::k], args.out, args.jobs, args.only)
+        grade_all(args.homework, subs[i::k], args.out, args.jobs, args.only, device=args.device)
         return 0
     if args.workers > 1:
         base = [sys.executable, "-m", "autograder.batch", args.homework, args.folder, "--out", args.out,
-                "--jobs", str(args.jobs)] + (["--only", args.only] if args.only else [])
+                "--jobs", str(args.jobs), "--device", args.device] + (["--only", args.only] if args.only else [])
         procs = [subprocess.Popen(base + ["--shard", f"{i}/{args.workers}"]) for i in range(args.workers)]
         failed = [p.wait() for p in procs]
         if any(failed):
@@ -201,7 +213,7 @@ def main(argv=None) -> int:
                   file=sys.stderr)
             return 1
     else:
-        grade_all(args.homework, subs, args.out, args.jobs, args.only)
+        grade_all(args.homework, subs, args.out, args.jobs, args.only, device=args.device)
     path = write_gradebook(args.homework, args.out, args.notebook_grades)
     print(f"batch: {len(subs)} submission(s) of {args.homework}; gradebook: {path}")
     return 0

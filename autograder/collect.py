@@ -85,6 +85,7 @@ def collect(runner, root: str, manifest: dict, suites: list[tuple[str, str]], sc
                 if rec["points"] is None:
                     test.notes.append("(this test has no points marker; it counts 1 point)")
             test.cases.append(rec["nodeid"])
+            test.needs_gpu = test.needs_gpu or bool(rec.get("gpu"))       # any case marked gpu: the function
             test.case_tasks[rec["nodeid"]] = rec["task"]
             tasks.setdefault(rec["function"], []).append(rec["task"])
         if reply["status"] != "exited" or not records:

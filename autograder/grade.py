@@ -26,6 +26,7 @@ import argparse
 import sys
 
 from autograder.collect import DEFAULT_LIMIT
+from autograder.devices import CHOICES
 from autograder.results import write_results
 from autograder.session import DEFAULT_DEADLINE, MAX_RANK_OUTPUT, GradingSession  # noqa: F401 (re-exported)
 
@@ -33,7 +34,7 @@ from autograder.session import DEFAULT_DEADLINE, MAX_RANK_OUTPUT, GradingSession
 def grade(homework: str, submission: str, out: str | None = "results.json", *, zygote: bool = True,
           deadline: float = DEFAULT_DEADLINE, limit: float = DEFAULT_LIMIT, only: str | None = None,
           suites: list[tuple[str, str]] | None = None, quiet: bool = False, jobs: int = 1,
-          sandbox: bool = True, namespaces: bool = True, limits: dict | None = None) -> dict:
+          sandbox: bool = True, namespaces: bool = True, limits: dict | None = None, device: str = "auto") -> dict:
     """Grade `submission` for `homework`; returns the results.json object (and writes it to `out`).
 
     jobs > 1 runs that many test functions at once, each zygote forking its own (zygote only).
@@ -41,10 +42,10 @@ def grade(homework: str, submission: str, out: str | None = "results.json", *, z
     grades as in a container that refuses them (Gradescope's Docker may): every other layer stays.
     limits overrides some of sandbox.LIMITS ({"RLIMIT_CPU": 5}: the kit's own tests of a limit).
     A grading session of one submission (autograder.session); results.json is written after every
-    process of the sandbox uids is gone.
+    process of the sandbox uids is gone. device: "auto", "cpu" or "cuda" (see the module doc).
     """
     session = GradingSession(homework, zygote=zygote, deadline=deadline, limit=limit, suites=suites, quiet=quiet,
-                             jobs=jobs, sandbox=sandbox, namespaces=namespaces, limits=limits)
+                             jobs=jobs, sandbox=sandbox, namespaces=namespaces, limits=limits, device=device)
     try:
         results = session.grade(submission, out=None, only=only, show=False)
     finally:
@@ -81,6 +82,9 @@ def main(argv=None) -> int:
                         help="no network namespace, as in a container that refuses them (the other layers stay)")
     parser.add_argument("--jobs", type=int, default=1,
                         help="test functions run at once (zygote runner only; default %(default)s)")
+    parser.add_argument("--device", choices=CHOICES, default="auto",
+                        help="the device the tests' ranks run on: auto (cuda where torch sees a GPU, else cpu), "
+                             "cpu (tests marked gpu are reported not run) or cuda (default %(default)s)")
     args = parser.parse_args(argv)
     suites = None
     if args.tests:
@@ -89,12 +93,13 @@ def main(argv=None) -> int:
         results = grade(args.homework, args.submission, args.out, zygote=not args.no_zygote, deadline=args.deadline,
                         limit=args.limit, only=args.only, suites=suites, quiet=args.quiet,
                         jobs=args.jobs, sandbox=not args.no_sandbox,
-                        namespaces=not args.no_namespaces)
+                        namespaces=not args.no_namespaces, device=args.device)
     except ValueError as exc:
         print(f"autograder: {exc}", file=sys.stderr)
         return 2
     top = sum(t["max_score"] for t in results["tests"])
-    print(f"TOTAL {args.homework} {args.submission}: {results['score']:.2f} / {top:g}")
+    print(f"TOTAL {args.homework} {args.submission}: {results['score']:.2f} / {top:g} "
+          f"(on {results['extra_data']['device']})")
     return 0
 
 

@@ -57,17 +57,19 @@ def _slice(text: bytes, start, end) -> str:
 
 
 def run_test(runner, root: str, test: GradedTest, records: str, deadline: float, replaced: dict,
-             box=None, prefixes: tuple[str, ...] = ()) -> None:
+             box=None, prefixes: tuple[str, ...] = (), device: str = "cpu") -> None:
     """Run one graded test function and fill in its outcomes and notes (never raises).
 
     The pytest process runs in the grader's kit copy (`root`, stubs only) and writes its records to
     `records` (root-only); with a sandbox `box`, the code under test runs in that test's rank host.
+    MINITORCH_DIST_DEVICE=`device` reaches the test and its rank processes (launch()'s default device).
     """
     nonce = secrets.token_hex(8)
     results = os.path.join(records, f"{nonce}.jsonl")
     output = os.path.join(records, f"{nonce}.out")
     env = {"AUTOGRADER_RESULTS": results, "AUTOGRADER_NONCE": nonce,
-           "MINITORCH_DIST_DEADLINE": f"{min(deadline, max(1.0, test.limit / 2)):g}"}
+           "MINITORCH_DIST_DEADLINE": f"{min(deadline, max(1.0, test.limit / 2)):g}",
+           "MINITORCH_DIST_DEVICE": device}
     scratch = box.job_scratch(nonce) if box is not None else None
     try:
         reply = runner.run(pytest_args(root, test.cases), env, output, test.limit, box=box, scratch=scratch)
@@ -127,7 +129,7 @@ def task_order(test: GradedTest) -> tuple:
 
 
 def run_all(runners, tests, kit, records, deadline, replaced, quiet, boxes=None, prefixes=(),
-            stop_at_first_failure=False) -> None:
+            stop_at_first_failure=False, device: str = "cpu") -> None:
     """Run every test, one per runner at a time; the longest time limits start first.
     stop_at_first_failure: no test starts once one has lost points (those left are not run and
     count as failed, "not run")."""
@@ -146,7 +148,7 @@ def run_all(runners, tests, kit, records, deadline, replaced, quiet, boxes=None,
                 test.outcomes = {c: {"outcome": "failed", "message": "not run (an earlier test failed)"}
                                  for c in test.cases}
                 continue
-            run_test(runner, kit, test, records, deadline, replaced, box, prefixes)
+            run_test(runner, kit, test, records, deadline, replaced, box, prefixes, device)
             with lock:
                 done.append(test)
                 if not quiet:

@@ -3,7 +3,7 @@
 Two jobs, chosen by environment variables the grader sets:
 
 - AUTOGRADER_COLLECT=path: after collection, write one JSON line per test case (node id,
-  function, points, task, time limit) and one per collection error.
+  function, points, task, time limit, marked gpu) and one per collection error.
 - AUTOGRADER_RESULTS=path: after each case, append one JSON line: node id, outcome
   ("passed" | "failed"; a skip counts as failed), a short message, and the offsets of the
   case's output in the process's stdout file.
@@ -68,7 +68,7 @@ def describe(item) -> dict:
     doc = (getattr(item, "function", None) and item.function.__doc__) or ""
     return {"nodeid": item.nodeid, "function": function, "name": getattr(item, "originalname", item.name),
             "points": _marker_arg(item, "points"), "time_limit": _marker_arg(item, "time_limit"),
-            "task": tasks[0] if tasks else None, "doc": doc.strip().splitlines()[0] if doc.strip() else ""}
+            "task": tasks[0] if tasks else None, "gpu": item.get_closest_marker("gpu") is not None, "doc": doc.strip().splitlines()[0] if doc.strip() else ""}
 
 
 def pytest_collection_finish(session) -> None:

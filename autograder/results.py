@@ -2,7 +2,7 @@
 
 A graded test is one test function; its parametrized cases share its points:
 score = points * passed_cases / total_cases. Gradescope fields used (per test): name, score,
-max_score, status ("passed" | "failed"), output, visibility ("visible" for public tests,
+max_score, status ("passed" | "failed"; none for a test not run), output, visibility ("visible" for public tests,
 "after_published" for hidden ones); top level: score, execution_time, visibility,
 stdout_visibility, output.
 """
@@ -30,6 +30,13 @@ class GradedTest:
     outcomes: dict[str, dict] = field(default_factory=dict)    # node id -> {"outcome", "message", ...}
     notes: list[str] = field(default_factory=list)             # timeouts, crashes, replaced files
     wall: float = 0.0
+    needs_gpu: bool = False            # marked gpu
+    not_run: str = ""                  # why it was not run (a gpu test on a cpu grading): 0 of 0 points
+
+    @property
+    def max_score(self) -> float:
+        """What the test counts in the total's maximum: its points, 0 when it was not run."""
+        return 0.0 if self.not_run else self.points
 
     @property
     def passed(self) -> int:
@@ -78,6 +85,11 @@ class GradedTest:
         return text
 
     def entry(self) -> dict:
+        if self.not_run:                 # neither passed nor failed: Gradescope shows 0 / 0 without a status
+            return {"name": f"{self.name} [{self.not_run}]", "score": 0.0, "max_score": 0.0,
+                    "output": f"Not run: {self.not_run.split(': ', 1)[1]}. It counts 0 of 0 points here; a "
+                              f"grading on a GPU grades it for its {self.points:g} point(s).",
+                    "output_format": "text", "visibility": self.visibility, "extra_data": {"not_run": self.not_run}}
         return {"name": self.name, "score": self.score, "max_score": self.points,
                 "status": "passed" if self.cases and self.passed == len(self.cases) else "failed",
                 "output": self.output(), "output_format": "text", "visibility": self.visibility}
@@ -92,7 +104,8 @@ def tail(text: str, limit: int = MAX_CASE_OUTPUT) -> str:
     return text if len(text) <= limit else "... " + text[-limit:]
 
 
-def results_json(tests: list[GradedTest], check_entry: dict, execution_time: float, title: str) -> dict:
+def results_json(tests: list[GradedTest], check_entry: dict, execution_time: float, title: str,
+                 device: str | None = None) -> dict:
     """The whole results.json object.
 
     The top-level `output` (always shown) tables the visible tests only, with one line for the
@@ -100,13 +113,13 @@ def results_json(tests: list[GradedTest], check_entry: dict, execution_time: flo
     """
     visible = [t for t in tests if t.visibility == "visible"]
     hidden = [t for t in tests if t.visibility != "visible"]
-    summary = summary_table(visible, f"{title}: public tests", execution_time)
+    summary = summary_table(visible, f"{title}: public tests", execution_time, device)
     entries = [check_entry]
     if hidden:
-        summary += (f"\n{len(hidden)} hidden test(s) worth {sum(t.points for t in hidden):g} points are shown "
+        summary += (f"\n{len(hidden)} hidden test(s) worth {sum(t.max_score for t in hidden):g} points are shown "
                     f"when grades are published.")
         entries.append({"name": "summary of every test", "score": 0, "max_score": 0, "status": "passed",
-                        "output": summary_table(tests, title, execution_time), "output_format": "text",
+                        "output": summary_table(tests, title, execution_time, device), "output_format": "text",
                         "visibility": hidden[0].visibility})
     return {"score": round(sum(t.score for t in tests), 4),
             "execution_time": round(execution_time, 1),
@@ -122,18 +135,24 @@ def write_results(path: str, results: dict) -> None:
         f.write("\n")
 
 
-def summary_table(tests: list[GradedTest], title: str, total_time: float) -> str:
-    """A table for a terminal, one line per test, then a one-line total."""
+def summary_table(tests: list[GradedTest], title: str, total_time: float, device: str | None = None) -> str:
+    """A table for a terminal, one line per test, then a one-line total (saying the device, when given)."""
     labels = [_short(t.name) for t in tests]
     width = min(max([len(x) for x in labels] + [10]), 90)
     rows = [title, f"{'score':>7} {'max':>5}  {'cases':>5}  {'time':>6}  name", "-" * (width + 30)]
     for t, label in zip(tests, labels):
+        if t.not_run:
+            rows.append(f"{'-':>7} {0:5g}  {'-':>5}  {'':>6}  {label[:width]:<{width}}  ({t.not_run})")
+            continue
         flag = "" if t.cases and t.passed == len(t.cases) else "  <-- " + _why(t)
         rows.append(f"{t.score:7.2f} {t.points:5g}  {t.passed:>2}/{len(t.cases):<2}  {t.wall:5.1f}s  "
                     f"{label[:width]:<{width}}{flag}")
-    score, top = sum(t.score for t in tests), sum(t.points for t in tests)
+    score, top = sum(t.score for t in tests), sum(t.max_score for t in tests)
+    skipped = sum(1 for t in tests if t.not_run)
     rows.append("-" * (width + 30))
-    rows.append(f"TOTAL {score:.2f} / {top:g}   ({len(tests)} tests, {total_time:.1f} s)")
+    rows.append(f"TOTAL {score:.2f} / {top:g}   ({len(tests)} tests"
+                + (f", {skipped} not run" if skipped else "") + f", {total_time:.1f} s"
+                + (f", on {device}" if device else "") + ")")
     return "\n".join(rows)
 
 

@@ -8,7 +8,7 @@ a message too many) fails a few cases and alone would lose a sliver of the homew
 also gets the entry "every case of the task passes", worth ceil(T / 3) points where T is the points
 of the task's cases: any failing case of the task costs at least that entry, which is at least 25%
 of the task's points (T + ceil(T / 3)). Cases of the tests named under "minor" (the handout says the
-property is minor) count neither way. A test function whose cases belong to several tasks (one run
+property is minor), and of tests not run (a gpu test on a cpu grading), count neither way. A test function whose cases belong to several tasks (one run
 on mpi for every algorithm) gives each task the points of its own cases.
 """
 
@@ -28,7 +28,7 @@ def task_points(tests: list[GradedTest], minor=()) -> dict[str, float]:
     """{task marker: points of its cases} over `tests` (a case is worth points / cases of its function)."""
     points: dict[str, float] = {}
     for t in tests:
-        if t.function.rsplit("::", 1)[-1] in minor:
+        if t.function.rsplit("::", 1)[-1] in minor or t.not_run:
             continue
         for nodeid in t.cases:
             task = t.case_tasks.get(nodeid)
@@ -47,7 +47,7 @@ def rubric_tests(tests: list[GradedTest], manifest: dict, rubric: dict) -> list[
         failing, visibility, first = {}, "visible", ""
         for t in tests:
             mine = [c for c in t.cases if t.case_tasks.get(c) == task]
-            if not mine or t.function.rsplit("::", 1)[-1] in minor:
+            if not mine or t.function.rsplit("::", 1)[-1] in minor or t.not_run:
                 continue
             if t.visibility != "visible":
                 visibility = t.visibility
@@ -86,7 +86,7 @@ def task_totals(tests: list[GradedTest]) -> dict[str, dict[str, float]]:
     points / cases of its function and belongs to its own task; what results.json reports per task."""
     out: dict[str, dict[str, float]] = {}
     for t in tests:
-        for nodeid in t.cases:
+        for nodeid in [] if t.not_run else t.cases:
             task = t.case_tasks.get(nodeid)
             if not task:
                 continue

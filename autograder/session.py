@@ -23,6 +23,7 @@ import time
 
 from autograder import isolate
 from autograder.collect import DEFAULT_LIMIT, JOB_ENV, collect, test_files
+from autograder.devices import describe_device, resolve_device, set_aside_gpu_tests
 from autograder.jobs import run_all, task_order
 from autograder.kit_copies import make_student_kit, open_interpreter, protect_secrets, seal
 from autograder.results import GradedTest, results_json, summary_table, write_results
@@ -45,12 +46,17 @@ class GradingSession:
     sandbox=False runs the rank hosts as this user with no sandbox (debugging); namespaces=False
     grades as in a container that refuses them (Gradescope's Docker may): every other layer stays.
     limits overrides some of sandbox.LIMITS. suites replaces the homework's test folders (then the
-    homework's rubric, which is written for its own tests, is not applied).
+    homework's rubric, which is written for its own tests, is not applied). device: "auto" (cuda
+    where torch sees a GPU, else cpu), "cpu" or "cuda" (ValueError here, before anything starts,
+    without a GPU); on cpu the tests marked gpu are reported not run (autograder.devices).
     """
 
     def __init__(self, homework: str, *, zygote: bool = True, deadline: float = DEFAULT_DEADLINE,
                  limit: float = DEFAULT_LIMIT, suites: list[tuple[str, str]] | None = None, quiet: bool = False,
-                 jobs: int = 1, sandbox: bool = True, namespaces: bool = True, limits: dict | None = None):
+                 jobs: int = 1, sandbox: bool = True, namespaces: bool = True, limits: dict | None = None,
+                 device: str = "auto"):
+        self.device = resolve_device(device)
+        self.device_label = describe_device(self.device)
         self.homework, self.deadline, self.quiet, self.zygote = homework, deadline, quiet, zygote
         self.manifest = manifest = homework_manifest(homework)
         self.rubric = manifest.get("rubric") if suites is None else None
@@ -137,8 +143,9 @@ class GradingSession:
         findings = format_findings(scan_submission(self.student_kit, check.overlaid, self.manifest.get("scan_allow", ())))
         seal(self.student_kit, self.boxes[0].gid)
         runners, boxes = (self.runners[:1], self.boxes[:1]) if stop_at_first_failure else (self.runners, self.boxes)
-        run_all(runners, tests, self.kit, self.records, self.deadline, check.replaced_tasks(), self.quiet, boxes,
-                prefixes=(self.student_kit,), stop_at_first_failure=stop_at_first_failure)
+        run_all(runners, set_aside_gpu_tests(tests, self.device), self.kit, self.records, self.deadline,
+                check.replaced_tasks(), self.quiet, boxes, prefixes=(self.student_kit,),
+                stop_at_first_failure=stop_at_first_failure, device=self.device)
         escaped = sum(box.kill_all() for box in self.boxes)
         self.escaped += escaped
         report = check.report()
@@ -150,8 +157,8 @@ class GradingSession:
         elapsed = time.monotonic() - t0
         title = f"{self.manifest['name']} grade of {submission}"
         graded = rubric_tests(tests, self.manifest, self.rubric) if self.rubric else tests
-        results = results_json(graded, check_entry, elapsed, title)
-        results["extra_data"] = {"submission": submission, "swept_at_end": escaped,
+        results = results_json(graded, check_entry, elapsed, title, self.device_label)
+        results["extra_data"] = {"submission": submission, "device": self.device_label, "swept_at_end": escaped,
                                  "runner": "zygote" if self.zygote else "subprocess", "sandbox": dict(self.layers),
                                  "collection_problems": self.problems, "static_scan": findings,
                                  "sandbox_uids": [box.uid for box in self.boxes if box.uid is not None],
@@ -175,7 +182,7 @@ class GradingSession:
         if self.problems:
             print("Problems while collecting the tests:\n" + "\n".join(self.problems))
         print(f"static scan of the submission (instructors only):\n{results['extra_data']['static_scan']}")
-        print(summary_table(self.last_tests, title, results["execution_time"]))
+        print(summary_table(self.last_tests, title, results["execution_time"], self.device_label))
 
     def close(self) -> int:
         """Stop the runners, kill and release the sandboxes, sweep, remove the copies; returns how

@@ -1,0 +1,61 @@
+"""Which device a grading runs on (--device auto|cpu|cuda), and the GPU tests a CPU grading does not run.
+
+    device = resolve_device("auto")          # "cuda" where torch sees a GPU, else "cpu"
+    describe_device(device)                  # "cpu", "cuda (NVIDIA H100 80GB HBM3, 1 GPU)"
+    to_run = set_aside_gpu_tests(tests, device)
+
+Every test job gets MINITORCH_DIST_DEVICE=<device> (autograder.jobs), so launch() in the test and
+its rank processes default to that device. A test marked `gpu` on a cpu grading is not run: it
+stays in results.json as an entry of its own worth 0 of 0 points, named "not run: needs a GPU
+(this grading ran on cpu)", neither passed nor failed, and adds nothing to the total's maximum.
+"""
+
+from __future__ import annotations
+
+from autograder.results import GradedTest
+
+CHOICES = ("auto", "cpu", "cuda")
+
+
+def resolve_device(choice: str = "auto") -> str:
+    """"cpu" or "cuda" for --device `choice`; ValueError (before any grading) for cuda without a GPU."""
+    from minitorch_dist.runtime.devices import no_gpu_reason
+    if choice not in CHOICES:
+        raise ValueError(f"--device {choice!r}: use one of {', '.join(CHOICES)}")
+    if choice == "cpu":
+        return "cpu"
+    reason = no_gpu_reason()
+    if choice == "auto":
+        return "cpu" if reason is not None else "cuda"
+    if reason is not None:
+        raise ValueError(f"--device cuda, but {reason}. Grade on the CPU with --device cpu (tests marked gpu "
+                         f"are then reported as not run), or on a machine with a GPU.")
+    return "cuda"
+
+
+def describe_device(device: str) -> str:
+    """What results.json and the table say the grading ran on: "cpu" or "cuda (<GPU name>, <n> GPU(s))"."""
+    if device != "cuda":
+        return device
+    import torch
+    count = torch.cuda.device_count()
+    return f"cuda ({torch.cuda.get_device_name(0)}, {count} GPU{'s' if count != 1 else ''})"
+
+
+def not_run_label(device: str) -> str:
+    return f"not run: needs a GPU (this grading ran on {device})"
+
+
+def set_aside_gpu_tests(tests: list[GradedTest], device: str) -> list[GradedTest]:
+    """The tests to run on `device`; on a cpu grading, each gpu-marked test is marked not run instead
+    (GradedTest.not_run: 0 of 0 points, its own labelled entry; see the module doc)."""
+    if device == "cuda":
+        return list(tests)
+    to_run = []
+    for t in tests:
+        if t.needs_gpu:
+            t.not_run = not_run_label(device)
+            t.outcomes = {c: {"outcome": "not run", "message": t.not_run} for c in t.cases}
+        else:
+            to_run.append(t)
+    return to_run
