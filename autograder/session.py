@@ -155,7 +155,9 @@ class GradingSession:
                                  "runner": "zygote" if self.zygote else "subprocess", "sandbox": dict(self.layers),
                                  "collection_problems": self.problems, "static_scan": findings,
                                  "sandbox_uids": [box.uid for box in self.boxes if box.uid is not None],
-                                 "tasks": task_totals(graded)}
+                                 "tasks": _label_bonus(task_totals(graded), self.manifest)}
+        results["extra_data"]["base_max_score"] = sum(row["max"] for row in results["extra_data"]["tasks"].values()
+                                                      if not row.get("bonus"))
         self.last_tests, self.last_check = graded, check
         if out:
             write_results(out, results)
@@ -186,3 +188,11 @@ class GradingSession:
             shutil.rmtree(path, ignore_errors=True)
         self.runners, self.boxes = [], []
         return escaped + len(left)
+
+
+def _label_bonus(tasks: dict, manifest: dict) -> dict:
+    """Mark the rows of tasks labelled "(bonus)" in homework.json: {"5.6": {..., "bonus": True}}."""
+    for task, row in tasks.items():
+        if "(bonus)" in manifest.get("tasks", {}).get(task, ""):
+            row["bonus"] = True
+    return tasks

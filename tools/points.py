@@ -51,6 +51,11 @@ def collected_totals(hw: str) -> dict[str, float]:
         return {task: row["max"] for task, row in task_totals(graded).items()}
 
 
+def is_bonus(manifest: dict, task: str) -> bool:
+    """A task labelled "(bonus)" in homework.json: its points come on top of the base total."""
+    return "(bonus)" in manifest.get("tasks", {}).get(task, "")
+
+
 def _fmt(x: float) -> str:
     return f"{x:g}" if abs(x - round(x)) > 1e-9 else str(int(round(x)))
 
@@ -62,9 +67,11 @@ def table(hw: str, totals: dict[str, float], root: str = ROOT) -> str:
     for task, pts in totals.items():
         title = m["tasks"].get(task, "").split(":")[0]
         lines.append(f"| {task} {title} | {_fmt(pts)} |")
-    code = sum(totals.values())
+    bonus = sum(pts for task, pts in totals.items() if is_bonus(m, task))
     nb = notebook_points(hw, root)
-    lines.append(f"| code, in all | {_fmt(code)} |")
+    lines.append(f"| code, in all | {_fmt(sum(totals.values()) - bonus)} |")
+    if bonus:
+        lines.append(f"| bonus tasks, on top | {_fmt(bonus)} |")
     if nb:
         lines.append(f"| notebook (nbgrader) | {_fmt(nb)} |")
     lines.append("")
