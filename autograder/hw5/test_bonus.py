@@ -1,7 +1,7 @@
 """Hidden tests of the bonus tasks.
 
 5.7 interleaved 1F1B (2 chunks per rank, the 8-layer MLP split into 2p stages): run by the provided
-executor at p = 2, 3, 4 (m = 3 at p = 2 and 4 at p = 3, not multiples of p; 5 and 8 at p = 4), the
+executor at p = 2, 3, 4 (m = 3 and 4 at p = 2, 4 at p = 3 and 5 at p = 4: all but one not multiples of p), the
 parameters after two steps equal the one-process model's, 2(pv-1)m messages per step; on sim with
 rendezvous messages the step takes (mv+p-1)(t_f+t_b)/v; the generator's schedules are valid for
 the validator, refuse m = 2p+1 with a clear error, and replay in that time.
@@ -41,12 +41,6 @@ def test_interleaved_bubble_on_sim_divided_by_v(p):
 
 
 @pytest.mark.task5_6
-@pytest.mark.points(8)
-def test_data_parallel_pipelines_match_one_process_on_the_whole_batch():
-    judge(GRID.outcomes(4, "data_parallel"), grid_exact_problems)
-
-
-@pytest.mark.task5_6
-@pytest.mark.points(4)
-def test_data_parallel_groups_and_messages():
-    judge(GRID.outcomes(4, "data_parallel"), grid_layout_problems)
+@pytest.mark.points(12)
+def test_data_parallel_pipelines_match_one_process_with_their_groups_and_messages():
+    judge(GRID.outcomes(4, "data_parallel"), grid_exact_problems, grid_layout_problems)

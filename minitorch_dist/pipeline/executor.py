@@ -78,6 +78,8 @@ def run_actions(stage, actions, inputs: list[Tensor], targets: list[Tensor]) -> 
     wait for its sends. Returns the batch's mean loss on the last stage (the sum of the scaled
     micro-batch losses), else None."""
     runs = [_Run(chunk, inputs, targets) for chunk in _chunks(stage)]
+    for chunk in _chunks(stage):
+        chunk.post_receives(range(len(inputs)))        # every receive of the step posted now (posting.py)
     for a in actions:
         runs[a.chunk].do(a.kind, a.microbatch)
     for run in runs:
