@@ -5,7 +5,8 @@ cases it judges).
 Pipeline sizes p = 1..4 (the models have 4 layers, so p = 4 is one layer per stage); micro-batches
 m = 1, p and 2p+1 (never a multiple of p when m = 2p+1). At p > 1 the step functions and the executor
 also run on sim with rendezvous messages (a send waits for its receive), where 1F1B with blocking
-sends deadlocks as it would under MPI with large messages.
+sends deadlocks as it would under MPI with large messages. On sim the harness builds its stages with
+post_ahead=False: every receive is posted when it is needed, so a message order that can deadlock does.
 """
 
 from __future__ import annotations

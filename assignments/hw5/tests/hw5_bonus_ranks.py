@@ -48,7 +48,8 @@ def run_interleaved(case: Case, group) -> dict:
     p, v = group.size, CHUNKS
     modules, specs = stage_parts(case.model, p * v, case.m)
     stage_time = tuple(t / v for t in STAGE_TIME) if group.backend == "sim" else None
-    chunks = pp.chunk_stages(modules, specs, group, v, loss_fn=loss_fn, stage_time=stage_time)
+    chunks = pp.chunk_stages(modules, specs, group, v, loss_fn=loss_fn, stage_time=stage_time,
+                             post_ahead=group.backend != "sim")
     lanes = pp.interleaved_schedule(p, v, case.m)
     out = _train(group, lambda x, y, opt: pp.schedule_step(chunks, lanes, x, y, opt, case.m),
                  [prm for c in chunks for prm in c.module.parameters()], case, MICRO[case.model] * case.m)

@@ -27,7 +27,8 @@ def make_stage(case: Case, group, m: int | None = None):
     j = group.rank
     return PipelineStage(stages[j], group, specs[j], loss_fn=loss_fn if j == group.size - 1 else None,
                          checkpoint=case.kind.startswith("ckpt"),
-                         stage_time=STAGE_TIME if group.backend == "sim" else None)
+                         stage_time=STAGE_TIME if group.backend == "sim" else None,
+                         post_ahead=group.backend != "sim")      # sim: receives posted when needed
 
 
 def step_function(kind: str, p: int, m: int, validate: bool = True):
