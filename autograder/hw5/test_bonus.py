@@ -3,7 +3,7 @@
 5.7 interleaved 1F1B (2 chunks per rank, the 8-layer MLP split into 2p stages): run by the provided
 executor at p = 2, 3, 4 (m = 3 and 4 at p = 2, 4 at p = 3 and 5 at p = 4: all but one not multiples of p), the
 parameters after two steps equal the one-process model's, 2(pv-1)m messages per step; on sim with
-rendezvous messages the step takes (mv+p-1)(t_f+t_b)/v; the generator's schedules are valid for
+rendezvous messages (p = 2, m = 3; p = 4, m = 5) the step takes (mv+p-1)(t_f+t_b)/v; the generator's schedules are valid for
 the validator, refuse m = 2p+1 with a clear error, and replay in that time.
 5.6 data parallel over pipeline replicas (p = 4: 2 stages x 2 replicas, MLP and CharTransformer): every
 stage equals the one-process model trained on the whole batch, the groups are the documented ones,
@@ -34,7 +34,7 @@ def test_interleaved_matches_one_process_with_2_pv_minus_1_m_messages(p):
 
 @pytest.mark.task5_7
 @pytest.mark.points(3)
-@pytest.mark.parametrize("p", [2, 3, 4])
+@pytest.mark.parametrize("p", [2, 4])
 def test_interleaved_bubble_on_sim_divided_by_v(p):
     judge(INTERLEAVED_SIM.outcomes(p, "interleaved"), interleaved_timing_problems, interleaved_exact_problems,
           interleaved_message_problems)
