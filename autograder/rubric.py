@@ -24,6 +24,11 @@ from autograder.results import GradedTest
 ENTRY = "every case of the task passes"
 
 
+def is_bonus(manifest: dict, task: str) -> bool:
+    """A task labelled "(bonus)" in homework.json: its points come on top of the base total."""
+    return "(bonus)" in manifest.get("tasks", {}).get(task, "")
+
+
 def task_points(tests: list[GradedTest], minor=()) -> dict[str, float]:
     """{task marker: points of its cases} over `tests` (a case is worth points / cases of its function)."""
     points: dict[str, float] = {}

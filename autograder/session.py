@@ -27,7 +27,7 @@ from autograder.devices import describe_device, resolve_device, set_aside_gpu_te
 from autograder.jobs import run_all, task_order
 from autograder.kit_copies import make_student_kit, open_interpreter, protect_secrets, seal
 from autograder.results import GradedTest, results_json, summary_table, write_results
-from autograder.rubric import rubric_tests, task_totals
+from autograder.rubric import is_bonus, rubric_tests, task_totals
 from autograder.runner import make_runner
 from autograder.sandbox import Sandbox, is_root
 from autograder.scan import format_findings, scan_submission
@@ -162,11 +162,11 @@ class GradingSession:
                                  "runner": "zygote" if self.zygote else "subprocess", "sandbox": dict(self.layers),
                                  "collection_problems": self.problems, "static_scan": findings,
                                  "sandbox_uids": [box.uid for box in self.boxes if box.uid is not None],
-                                 "tasks": task_totals(graded)}
-        bonus = [k for k, title in self.manifest.get("tasks", {}).items() if "(bonus)" in title]
+                                 "tasks": _label_bonus(task_totals(graded), self.manifest)}
         tasks = results["extra_data"]["tasks"]                  # a bonus task's points come on top of the base total
-        results["extra_data"]["bonus"] = {"tasks": bonus, "base_max": round(sum(
-            v["max"] for k, v in tasks.items() if k not in bonus), 4)}
+        results["extra_data"]["bonus"] = {"tasks": [k for k, row in tasks.items() if row.get("bonus")],
+                                          "base_max": round(sum(row["max"] for row in tasks.values()
+                                                                if not row.get("bonus")), 4)}
         self.last_tests, self.last_check = graded, check
         if out:
             write_results(out, results)
@@ -197,3 +197,11 @@ class GradingSession:
             shutil.rmtree(path, ignore_errors=True)
         self.runners, self.boxes = [], []
         return escaped + len(left)
+
+
+def _label_bonus(tasks: dict, manifest: dict) -> dict:
+    """Mark the rows of bonus tasks (rubric.is_bonus): {"5.6": {..., "bonus": True}}."""
+    for task, row in tasks.items():
+        if is_bonus(manifest, task):
+            row["bonus"] = True
+    return tasks

@@ -24,6 +24,7 @@ import os
 import re
 import sys
 
+from autograder.rubric import is_bonus
 from tools.overlay import ROOT, homework_manifest
 
 BEGIN, END = "<!-- BEGIN POINTS (python -m tools.points) -->", "<!-- END POINTS -->"
@@ -62,7 +63,7 @@ def table(hw: str, totals: dict[str, float], root: str = ROOT) -> str:
     for task, pts in totals.items():
         title = m["tasks"].get(task, "").split(":")[0]
         lines.append(f"| {task} {title} | {_fmt(pts)} |")
-    bonus = sum(pts for task, pts in totals.items() if "(bonus)" in m["tasks"].get(task, ""))
+    bonus = sum(pts for task, pts in totals.items() if is_bonus(m, task))
     code = sum(totals.values()) - bonus
     nb = notebook_points(hw, root)
     lines.append(f"| code, in all{' (without the bonus)' if bonus else ''} | {_fmt(code)} |")

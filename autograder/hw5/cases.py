@@ -5,13 +5,14 @@ cases it judges).
 Pipeline sizes p = 1..4 (the models have 4 layers, so p = 4 is one layer per stage); micro-batches
 m = 1, p and 2p+1 (never a multiple of p when m = 2p+1). At p > 1 the step functions and the executor
 also run on sim with rendezvous messages (a send waits for its receive), where 1F1B with blocking
-sends deadlocks as it would under MPI with large messages.
+sends deadlocks as it would under MPI with large messages. On sim the harness builds its stages with
+post_ahead=False: every receive is posted when it is needed, so a message order that can deadlock does.
 """
 
 from __future__ import annotations
 
 from assignments.hw5.tests.hw5_checks import exact_problems, memory_problems, message_problems, order_problems
-from assignments.hw5.tests.hw5_harness import Case, Suite
+from assignments.hw5.tests.hw5_harness import Case, GridSuite, Suite
 from minitorch_dist import SimNetwork
 
 WORLD_SIZES = (1, 2, 3, 4)
@@ -45,3 +46,12 @@ RENDEZVOUS = Suite(lambda p: [Case(kind, "mlp", 2 * p + 1) for kind in ("gpipe",
                    backend="sim", network=FREE)     # a blocking send waits for its receive here
 DEADLOCK = Suite(lambda p: [Case("deadlock")], backend="sim")
 MPI = Suite(lambda p: [Case("gpipe", "mlp", 3), Case("1f1b", "transformer", 3)], backend="mpi")
+
+# bonus 5.7: interleaved 1F1B, 2 chunks per rank, on the 8-layer MLP (m = 3 and 4 are not multiples of p = 2
+# and 3: a single round of m micro-batches); the bubble on sim for m >= p
+INTERLEAVED = Suite(lambda p: [Case("interleaved", "deep_mlp", m) for m in {2: (3, 4), 3: (4,), 4: (5,)}[p]]
+                    + ([Case("interleaved_generators")] if p == 2 else []))
+INTERLEAVED_SIM = Suite(lambda p: [Case("interleaved", "deep_mlp", {2: 3, 4: 5}[p])], backend="sim",
+                        network=FREE)
+# bonus 5.6: 2 stages x 2 replicas (p = 4), 1F1B in each replica, m = 3 per replica
+GRID = GridSuite(lambda p: [Case("data_parallel", "mlp", 3), Case("data_parallel", "transformer", 2)])

@@ -13,16 +13,22 @@ through the stages and their gradients flow back.
     Action, format_schedule, validate_schedule,
     schedule_step                                  provided: actions, validator, executor
     checkpointed_forward, checkpointed_backward    5.5  activation checkpointing
+    pipeline_grid, replica_share,
+    average_gradients, data_parallel_step          5.6  (bonus) data parallel over pipeline replicas
+    interleaved_schedule                           5.7  (bonus) interleaved 1F1B, v chunks per rank
+    ChunkGroup, chunk_stages                       provided: a rank's chunks for interleaved schedules
 """
 
 from .actions import Action, format_schedule, parse_action, parse_schedule
 from .boundary import backward_step, forward_step, recv_backward, recv_forward, send_backward, send_forward
 from .checkpoint import checkpointed_backward, checkpointed_forward
+from .chunks import ChunkGroup, chunk_stages
+from .data_parallel import average_gradients, data_parallel_step, pipeline_grid, replica_share
 from .executor import run_actions, schedule_step
 from .gpipe import gpipe_step
 from .one_f_one_b import one_f_one_b_step, warmup_forwards
 from .partition import balance_by_params, char_transformer_layers, mlp_layers, split_layers, stages_of
-from .schedules import backward_actions, forward_actions, gpipe_schedule, one_f_one_b_schedule
+from .schedules import backward_actions, forward_actions, gpipe_schedule, interleaved_schedule, one_f_one_b_schedule
 from .spec import StageSpec, pipeline_spec, split_microbatches
 from .stage import MAX_MICROBATCHES, PipelineStage, backward_tag, forward_tag
 from .validate import ScheduleError, validate_schedule
@@ -33,4 +39,5 @@ __all__ = ["Action", "format_schedule", "parse_action", "parse_schedule", "send_
            "warmup_forwards", "balance_by_params", "char_transformer_layers", "mlp_layers", "split_layers",
            "stages_of", "forward_actions", "backward_actions", "gpipe_schedule", "one_f_one_b_schedule",
            "StageSpec", "pipeline_spec", "split_microbatches", "MAX_MICROBATCHES", "PipelineStage",
-           "forward_tag", "backward_tag", "ScheduleError", "validate_schedule"]
+           "forward_tag", "backward_tag", "ScheduleError", "validate_schedule", "ChunkGroup", "chunk_stages",
+           "interleaved_schedule", "pipeline_grid", "replica_share", "average_gradients", "data_parallel_step"]

@@ -6,9 +6,14 @@
     Action("RECV_F", 3)   receive it from rank j-1          printed RECV_F3
     Action("SEND_B", 1)   send its input's gradient to j-1  printed SEND_B1
     Action("RECV_B", 1)   receive its output's gradient     printed RECV_B1
+    Action("F", 3, 1)     forward of micro-batch 3 on chunk 1 printed F3c1 (interleaved schedules)
 
     schedule = [[Action("F", 0), Action("SEND_F", 0), ...], [...], ...]   # schedule[j]: rank j's actions
     print(format_schedule(schedule))                                       # a grid, one lane per rank
+
+With v chunks per rank (interleaved schedules), rank j holds the virtual stages j, p + j, ...,
+(v-1)p + j of a model split into p v stages; chunk c is virtual stage c p + j. Chunk 0 is printed
+without its suffix, so a schedule without chunks reads as before.
 
 Sends are non-blocking (the executor waits for them at the end of the step); receives block.
 Provided code.
@@ -22,33 +27,36 @@ from dataclasses import dataclass
 __all__ = ["Action", "KINDS", "parse_action", "parse_schedule", "format_schedule", "compute_order"]
 
 KINDS = ("F", "B", "SEND_F", "RECV_F", "SEND_B", "RECV_B")
-_TEXT = re.compile(r"^(SEND_F|RECV_F|SEND_B|RECV_B|F|B)(\d+)$")
+_TEXT = re.compile(r"^(SEND_F|RECV_F|SEND_B|RECV_B|F|B)(\d+)(?:c(\d+))?$")
 
 
 @dataclass(frozen=True)
 class Action:
-    """One step of one rank: `kind` (KINDS) on micro-batch `microbatch`."""
+    """One step of one rank: `kind` (KINDS) on micro-batch `microbatch` of the rank's chunk `chunk`."""
 
     kind: str
     microbatch: int
+    chunk: int = 0
 
     def __post_init__(self):
         if self.kind not in KINDS:
             raise ValueError(f"Action: kind {self.kind!r} is not one of {', '.join(KINDS)}")
         if not isinstance(self.microbatch, int) or self.microbatch < 0:
             raise ValueError(f"Action {self.kind}: micro-batch must be an int >= 0, got {self.microbatch!r}")
+        if not isinstance(self.chunk, int) or self.chunk < 0:
+            raise ValueError(f"Action {self.kind}{self.microbatch}: chunk must be an int >= 0, got {self.chunk!r}")
 
     def __str__(self) -> str:
-        return f"{self.kind}{self.microbatch}"
+        return f"{self.kind}{self.microbatch}" + (f"c{self.chunk}" if self.chunk else "")
 
 
 def parse_action(text: str) -> Action:
-    """'F3' -> Action('F', 3); 'RECV_B0' -> Action('RECV_B', 0)."""
+    """'F3' -> Action('F', 3); 'RECV_B0' -> Action('RECV_B', 0); 'F3c1' -> Action('F', 3, 1)."""
     m = _TEXT.match(text.strip())
     if m is None:
         raise ValueError(f"parse_action: {text!r} is not an action; write a kind ({', '.join(KINDS)}) followed by "
-                         f"the micro-batch, e.g. F3 or RECV_B0")
-    return Action(m.group(1), int(m.group(2)))
+                         f"the micro-batch and optionally c and the chunk, e.g. F3, RECV_B0 or F3c1")
+    return Action(m.group(1), int(m.group(2)), int(m.group(3) or 0))
 
 
 def parse_schedule(lanes) -> list[list[Action]]:

@@ -7,6 +7,11 @@ waited, one step. The loss of each micro-batch is scaled by 1/m, so the gradient
 the batch's mean loss. With validate=True (the default) validate_schedule checks the whole
 schedule first, the same on every rank; validate=False runs it as written (a deadlocking
 schedule then ends in the runtime's wait-for report). Provided code.
+
+Interleaved schedules (v chunks per rank, chunks.py): pass this rank's chunks, a list of v
+PipelineStages (chunk_stages), instead of one stage; action Action(kind, i, c) runs on chunk c.
+
+    loss = schedule_step(chunk_stages(...), interleaved_schedule(p, v, m), batch, target, optimizer, m)
 """
 
 from __future__ import annotations
@@ -64,28 +69,48 @@ class _Run:
         self.handles.append(send_backward(self.stage, self.grad_in.pop(i), i))
 
 
-def run_actions(stage: PipelineStage, actions, inputs: list[Tensor], targets: list[Tensor]) -> Tensor | None:
-    """Run one rank's actions over the micro-batches; wait for its sends. Returns the batch's mean
-    loss on the last stage (the sum of the scaled micro-batch losses), else None."""
-    run = _Run(stage, inputs, targets)
+def _chunks(stage) -> list[PipelineStage]:
+    return list(stage) if isinstance(stage, (list, tuple)) else [stage]
+
+
+def run_actions(stage, actions, inputs: list[Tensor], targets: list[Tensor]) -> Tensor | None:
+    """Run one rank's actions over the micro-batches (stage: a PipelineStage, or the rank's chunks);
+    wait for its sends. Returns the batch's mean loss on the last stage (the sum of the scaled
+    micro-batch losses), else None."""
+    runs = [_Run(chunk, inputs, targets) for chunk in _chunks(stage)]
+    for chunk in _chunks(stage):
+        chunk.post_receives(range(len(inputs)))        # every receive of the step posted now (posting.py)
     for a in actions:
-        run.do(a.kind, a.microbatch)
-    for h in run.handles:
-        h.wait()
-    return sum(run.losses[1:], run.losses[0]) if run.losses else None
+        runs[a.chunk].do(a.kind, a.microbatch)
+    for run in runs:
+        for h in run.handles:
+            h.wait()
+    losses = [x for run in runs for x in run.losses]
+    return sum(losses[1:], losses[0]) if losses else None
 
 
-def schedule_step(stage: PipelineStage, schedule, batch: Tensor, target: Tensor, optimizer,
+def schedule_step(stage, schedule, batch: Tensor, target: Tensor, optimizer,
                   n_microbatches: int, validate: bool = True) -> Tensor | None:
-    """One training step of the pipeline following `schedule` (schedule[j]: rank j's actions)."""
-    if n_microbatches > MAX_MICROBATCHES:
-        raise ValueError(f"schedule_step: at most {MAX_MICROBATCHES} micro-batches (message tags), got {n_microbatches}")
-    if len(schedule) != stage.n_stages:
-        raise ValueError(f"schedule_step on rank {stage.index}: the schedule has {len(schedule)} lanes for "
-                         f"{stage.n_stages} stages; give one action list per rank")
-    lanes = validate_schedule(schedule, n_microbatches) if validate else parse_schedule(schedule)
+    """One training step of the pipeline following `schedule` (schedule[j]: rank j's actions).
+    stage: this rank's PipelineStage, or its v chunks (a list, chunk c first at index c)."""
+    chunks = _chunks(stage)
+    v = len(chunks)
+    if v == 0 or any(not isinstance(c, PipelineStage) for c in chunks):
+        raise TypeError(f"schedule_step: stage must be a PipelineStage or a list of this rank's chunks "
+                        f"(chunk_stages), got {stage!r}")
+    rank, p = chunks[0].index, chunks[0].n_stages // v
+    if n_microbatches > MAX_MICROBATCHES // v:
+        raise ValueError(f"schedule_step: at most {MAX_MICROBATCHES // v} micro-batches with {v} chunk(s) "
+                         f"(message tags), got {n_microbatches}")
+    if [c.index for c in chunks] != [c * p + rank for c in range(v)]:
+        raise ValueError(f"schedule_step: chunk c of rank {rank} must be virtual stage c p + {rank}; got stages "
+                         f"{[c.index for c in chunks]}: pass chunk_stages(...) in order")
+    if len(schedule) != p:
+        raise ValueError(f"schedule_step on rank {rank}: the schedule has {len(schedule)} lanes for "
+                         f"{p} ranks; give one action list per rank")
+    lanes = validate_schedule(schedule, n_microbatches, v) if validate else parse_schedule(schedule)
     inputs, targets = split_microbatches(batch, n_microbatches), split_microbatches(target, n_microbatches)
     optimizer.zero_grad()
-    loss = run_actions(stage, lanes[stage.index], inputs, targets)
+    loss = run_actions(chunks, lanes[rank], inputs, targets)
     optimizer.step()
     return loss

@@ -1,7 +1,7 @@
 """Homework 5's scripts, run as a student or instructor runs them, against the reference (an overlay of
 solutions/) and against the stubs, with tiny settings: bench_pipeline.py (gradients equal to
 torch.distributed.pipelining's, a ratio per schedule, the sim step times against (m + p - 1)(t_f + t_b)
-computed here) and train_pipeline.py (on gloo and under mpirun: parameters equal to one process's,
+computed here, and interleaved 1F1B's against (m v + p - 1)(t_f + t_b)/v) and train_pipeline.py (on gloo and under mpirun: parameters equal to one process's,
 2(p-1)m messages per step).
 """
 
@@ -21,6 +21,7 @@ TRAIN = os.path.join("assignments", "hw5", "train_pipeline.py")
 TINY = ["--world-sizes", "2", "--width", "16", "--depth", "3", "--batch", "8", "--microbatches", "4",
         "--steps", "2", "--sim-stages", "1,2,4", "--sim-microbatches", "4,8"]
 GLOO_ROW = re.compile(r"^\s*(\d+)\s+(gpipe|1f1b)\s+([0-9.]+)\s+([0-9.]+)\s+([0-9.]+)\s+([0-9.e+-]+)$", re.M)
+INTERLEAVED_ROW = re.compile(r"^\s*(\d+)\s+(\d+)\s+([0-9.]+)\s+([0-9.]+)\s+([0-9.]+)\s+([0-9.]+)\s+([0-9.]+)$", re.M)
 SIM_ROW = re.compile(r"^\s*(\d+)\s+(\d+)\s+([0-9.]+)\s+([0-9.]+)\s+([0-9.]+)\s+([0-9.]+)$", re.M)
 
 
@@ -38,7 +39,14 @@ def test_bench_pipeline_on_the_reference(reference):
         p, m = int(p), int(m)
         assert float(took) == float(formula) == pytest.approx((m + p - 1) * 3.0, abs=1e-3), out
         assert float(bubble) == float(bubble_formula) == pytest.approx((p - 1) / (m + p - 1), abs=1e-4), out
-    assert "sim step times equal (m+p-1)(t_f+t_b): yes" in out and "ours / torch step time: worst" in out, out
+    rows = INTERLEAVED_ROW.findall(out)
+    assert [(int(r[0]), int(r[1])) for r in rows] == [(2, 2), (2, 4), (4, 4), (4, 8)], out
+    for p, m, took, formula, bubble, bubble_formula, one_f_one_b in rows:
+        p, m = int(p), int(m)
+        assert float(took) == float(formula) == pytest.approx((2 * m + p - 1) * 1.5, abs=1e-3), out
+        assert float(bubble) == float(bubble_formula) == pytest.approx((p - 1) / (2 * m + p - 1), abs=1e-4), out
+        assert float(one_f_one_b) == pytest.approx((p - 1) / (m + p - 1), abs=1e-4), out
+    assert "sim step times equal (m+p-1)(t_f+t_b) (interleaved: (mv+p-1)(t_f+t_b)/v): yes" in out and "ours / torch step time: worst" in out, out
 
 
 def test_bench_pipeline_on_the_stubs_names_the_task_in_one_line(stubs):

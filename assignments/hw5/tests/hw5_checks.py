@@ -119,16 +119,23 @@ def memory_problems(o: Outcome) -> list[str]:
     return problems
 
 
+def step_spans(o: Outcome) -> list[tuple[float, float]]:
+    """(simulated seconds, bubble) of each step: first rank's start to last rank's end; the bubble is
+    the share of it a stage spends idle, 1 - m (t_f + t_b) / took."""
+    spans = []
+    for s in range(STEPS):
+        took = max(rep["times"][s][1] for rep in o.ranks) - min(rep["times"][s][0] for rep in o.ranks)
+        spans.append((took, 1 - o.case.m * sum(STAGE_TIME) / took if took > 0 else float("nan")))
+    return spans
+
+
 def timing_problems(o: Outcome) -> list[str]:
     """Sim, uniform stages, free messages: step time (m+p-1)(t_f+t_b) and bubble (p-1)/(m+p-1)."""
     if o.error is not None:
         return [o.error]
     p, m, per = o.p, o.case.m, sum(STAGE_TIME)
     problems = []
-    for s in range(STEPS):
-        start = min(rep["times"][s][0] for rep in o.ranks)
-        took = max(rep["times"][s][1] for rep in o.ranks) - start
-        bubble = 1 - m * per / took if took > 0 else float("nan")
+    for s, (took, bubble) in enumerate(step_spans(o)):
         if abs(took - (m + p - 1) * per) > 1e-9 or abs(bubble - (p - 1) / (m + p - 1)) > 1e-9:
             problems.append(f"step {s}: took {took:.6g} s simulated (bubble {bubble:.4f}); expected (m+p-1)(t_f+t_b) = "
                             f"{(m + p - 1) * per:.6g} s, bubble (p-1)/(m+p-1) = {(p - 1) / (m + p - 1):.4f}: a stage "
@@ -187,4 +194,4 @@ def deadlock_problems(o: Outcome) -> list[str]:
 
 
 __all__ = ["judge", "exact_problems", "message_problems", "order_problems", "memory_problems", "timing_problems",
-           "bad_batch_problems", "generator_problems", "deadlock_problems", "trace_order", "expected_order"]
+           "bad_batch_problems", "step_spans", "generator_problems", "deadlock_problems", "trace_order", "expected_order"]

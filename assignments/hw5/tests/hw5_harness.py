@@ -22,8 +22,10 @@ from assignments.hw5.tests.hw5_ranks import run_cases_on_rank
 from assignments.hw5.tests.hw5_setup import Case
 
 HW5_LAUNCH = {"collectives": False, "trace": True}
-__all__ = ["Case", "Outcome", "run_cases", "Suite"]
+HW5_GRID_LAUNCH = {"collectives": True, "trace": True}     # 5.6 averages gradients with all_reduce
+__all__ = ["Case", "Outcome", "run_cases", "Suite", "GridSuite"]
 Outcome = case_suites.Outcome
 
 
 run_cases, Suite = case_suites.bind(run_cases_on_rank, **HW5_LAUNCH)
+_, GridSuite = case_suites.bind(run_cases_on_rank, **HW5_GRID_LAUNCH)

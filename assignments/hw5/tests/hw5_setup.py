@@ -4,6 +4,7 @@ float64 models and batches from the same seeds.
 
 Models (float64, every parameter random so that a missing or doubled gradient shows):
     "mlp"          MLP(d_in 12, hidden 16, 4 classes, depth 3): 4 layers, cross-entropy
+    "deep_mlp"     the same with depth 7: 8 layers, for interleaved schedules (p v stages, up to 4 x 2)
     "transformer"  CharTransformer(vocab 24, d_model 16, 2 heads, 2 layers, max_len 8), untied:
                    [embedding, block, block, head], next-token cross-entropy over (B, T)
 Batches: MICRO samples per micro-batch times m (B not divisible by m only in the bad-input case).
@@ -23,7 +24,7 @@ from minitorch_dist.pipeline.partition import stages_of
 from minitorch_dist.pipeline.spec import pipeline_spec, split_microbatches
 
 STEPS, LR, MOMENTUM = 2, 0.3, 0.9
-MICRO = {"mlp": 3, "transformer": 2}               # samples per micro-batch
+MICRO = {"mlp": 3, "deep_mlp": 3, "transformer": 2}               # samples per micro-batch
 SEQ, VOCAB, D_IN, CLASSES = 8, 24, 12, 4
 STAGE_TIME = (1e-3, 2e-3)                          # sim: forward and backward seconds per stage and micro-batch
 
@@ -37,7 +38,10 @@ KINDS = {"boundary": ("task5_1", "one micro-batch at a time through the stages (
          "ckpt_gpipe": ("task5_5", "gpipe_step with activation checkpointing"),
          "ckpt_1f1b": ("task5_5", "one_f_one_b_step with activation checkpointing"),
          "bad_batch": ("task5_2", "gpipe_step on a batch that m does not divide"),
-         "bad_batch_1f1b": ("task5_3", "one_f_one_b_step on a batch that m does not divide")}
+         "bad_batch_1f1b": ("task5_3", "one_f_one_b_step on a batch that m does not divide"),
+         "data_parallel": ("task5_6", "data_parallel_step: 2 pipeline replicas of p/2 stages, gradients averaged"),
+         "interleaved": ("task5_7", "schedule_step(interleaved_schedule) with 2 chunks per rank"),
+         "interleaved_generators": ("task5_7", "interleaved_schedule as data, valid sizes and clear errors")}
 TRAINING = ("boundary", "gpipe", "1f1b", "sched_gpipe", "sched_1f1b", "ckpt_gpipe", "ckpt_1f1b")
 GENERATOR_SIZES = ((1, 1), (1, 3), (2, 1), (2, 2), (2, 5), (3, 2), (3, 7), (4, 4), (4, 9), (5, 3))
 
@@ -61,8 +65,8 @@ class Case:
 
 def build_model(name: str):
     """A fresh float64 model, every parameter drawn at random from a fixed seed."""
-    if name == "mlp":
-        model = MLP(d_in=D_IN, d_hidden=16, d_out=CLASSES, depth=3, seed=0).double()
+    if name.endswith("mlp"):
+        model = MLP(d_in=D_IN, d_hidden=16, d_out=CLASSES, depth=7 if name == "deep_mlp" else 3, seed=0).double()
     else:
         model = CharTransformer(VOCAB, d_model=16, n_heads=2, n_layers=2, max_len=SEQ, seed=0,
                                 tie_weights=False).double()
@@ -79,7 +83,7 @@ def build_model(name: str):
 def batch(name: str, size: int) -> tuple[torch.Tensor, torch.Tensor]:
     """(inputs, targets) of `size` samples, the same for every step."""
     gen = torch.Generator().manual_seed(1000 + size)
-    if name == "mlp":
+    if name.endswith("mlp"):
         return (torch.randn(size, D_IN, generator=gen, dtype=torch.float64),
                 torch.randint(0, CLASSES, (size,), generator=gen))
     tokens = torch.randint(0, VOCAB, (size, SEQ + 1), generator=gen)

@@ -5,10 +5,13 @@
 
 import pytest
 
+from assignments.hw5.tests.hw5_bonus_checks import (grid_exact_problems, grid_layout_problems,
+                                                    interleaved_exact_problems, interleaved_generator_problems,
+                                                    interleaved_message_problems)
 from assignments.hw5.tests.hw5_checks import (bad_batch_problems, deadlock_problems, exact_problems,
                                               generator_problems, judge, memory_problems, message_problems,
                                               order_problems, timing_problems)
-from assignments.hw5.tests.hw5_harness import Case, Suite
+from assignments.hw5.tests.hw5_harness import Case, GridSuite, Suite
 from minitorch_dist import SimNetwork
 
 TRAINING_CHECKS = (exact_problems, message_problems, order_problems, memory_problems)
@@ -21,6 +24,8 @@ def public_cases(p: int) -> list[Case]:
 
 
 PUBLIC = Suite(public_cases)
+BONUS = Suite(lambda p: [Case("interleaved", "deep_mlp", 3), Case("interleaved_generators")])
+GRID = GridSuite(lambda p: [Case("data_parallel", "mlp", 2)])
 SIM = Suite(lambda p: [Case("gpipe", "mlp", 5), Case("1f1b", "mlp", 5), Case("deadlock")], backend="sim",
             network=SimNetwork(alpha=0.0, beta=0.0))
 
@@ -68,3 +73,16 @@ def test_gpipe_bubble_on_sim():
 @pytest.mark.points(2)
 def test_checkpointing_same_result_less_saved():
     judge(PUBLIC.outcomes(2, "ckpt_gpipe"), *TRAINING_CHECKS)
+
+
+@pytest.mark.task5_6
+@pytest.mark.points(1)
+def test_bonus_data_parallel_over_two_pipeline_replicas():
+    judge(GRID.outcomes(4, "data_parallel"), grid_exact_problems, grid_layout_problems)
+
+
+@pytest.mark.task5_7
+@pytest.mark.points(1)
+def test_bonus_interleaved_one_f_one_b():
+    judge(BONUS.outcomes(2, "interleaved_generators"), interleaved_generator_problems)
+    judge(BONUS.outcomes(2, "interleaved"), interleaved_exact_problems, interleaved_message_problems)
