@@ -4,6 +4,8 @@ grading process)."""
 
 from __future__ import annotations
 
+import torch
+
 from assignments.hw1.tests.hw1_ranks import plain
 
 class FakeGroup:
@@ -11,6 +13,8 @@ class FakeGroup:
 
     calls records (op, peer, dtype name, elements) per message, as plain data.
     """
+
+    device = torch.device("cpu")      # as a Group's: where the rank computes
 
     def __init__(self, rank, size, alpha, beta):
         self.rank, self.size, self.alpha, self.beta = rank, size, alpha, beta
