@@ -88,8 +88,8 @@ class HybridShardedModel(FullyShardedModel):
         self.world, self.shard_size = group, shard_size
         # BEGIN SOLUTION  (HW6 task 6.6)
         with torch.no_grad():                                    # one model on every rank of the world
-            for t in list(model.parameters()) + list(model.buffers()):
-                group.broadcast(t.data, src=0)
+            for tensor in (*model.parameters(), *model.buffers()):
+                group.broadcast(tensor.data, 0)
         self.shard_group, self.replica_group = hybrid_groups(group, shard_size)
         # END SOLUTION
         super().__init__(model, self.shard_group, prefetch=prefetch, checkpoint=checkpoint,
