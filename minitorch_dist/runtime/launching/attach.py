@@ -52,8 +52,27 @@ _generations = itertools.count()
 class AttachedGroup(Group):
     """The world Group of a process that joined an existing job (world_group()). Close it once."""
 
-    _owns_world = False           # the world backend is this group's own (else external.py's)
     closed = False
+
+    def __init__(self, backend, ctx, owns_world: bool):
+        super().__init__(backend, ctx)
+        self._owns_world = owns_world     # the world backend is this group's own (else external.py's)
+
+    def run(self, fn, world_size, args, kwargs) -> RunResult:
+        """launch(fn) after world_group(): fn(self, *args, **kwargs) here, every rank's value gathered.
+
+        Counters and events are the group's since it was opened (it outlives one run). A rank that
+        raises raises here; its peers meet their deadline (or the launcher's end of the job)."""
+        if world_size is not None and world_size != self.size:
+            raise LaunchError(f"launch(world_size={world_size}) but this job has {self.size} ranks: pass "
+                              f"world_size=None (or {self.size}) after world_group()")
+        started = time.perf_counter()
+        value = fn(self, *args, **kwargs)
+        from .external import all_gather_objects
+        gathered = all_gather_objects(self._backend, (value, self.counters, list(self.events)),
+                                      self._ctx.deadline)
+        return RunResult([g[0] for g in gathered], [g[1] for g in gathered],
+                         [e for g in gathered for e in g[2]], self.backend, time.perf_counter() - started)
 
     def close(self) -> None:
         """Collective: every rank calls it. Ends the sub-groups, marks this rank finished on the
@@ -124,27 +143,9 @@ def world_group(backend: str | None = None, *, deadline: float | None | str = "d
                       tracker=BoardTracker(store, rank, size, prefix=run_id), t0=time.perf_counter(),
                       run_id=run_id)
     ctx.tracker.set_status(RUNNING)
-    group = AttachedGroup(world, ctx)
-    group._owns_world = owns
+    group = AttachedGroup(world, ctx, owns)
     _attached["group"] = group
     return group
-
-
-def run_attached(group: AttachedGroup, fn, world_size, args, kwargs) -> RunResult:
-    """launch(fn) after world_group(): fn(group, *args, **kwargs) here, every rank's value gathered.
-
-    Counters and events are the group's since it was opened (it outlives one run). A rank that
-    raises raises here; its peers meet their deadline (or the launcher's end of the job)."""
-    if world_size is not None and world_size != group.size:
-        raise LaunchError(f"launch(world_size={world_size}) but this job has {group.size} ranks: pass "
-                          f"world_size=None (or {group.size}) after world_group()")
-    started = time.perf_counter()
-    value = fn(group, *args, **kwargs)
-    from .external import all_gather_objects
-    gathered = all_gather_objects(group._backend, (value, group.counters, list(group.events)),
-                                  group._ctx.deadline)
-    return RunResult([g[0] for g in gathered], [g[1] for g in gathered],
-                     [e for g in gathered for e in g[2]], group.backend, time.perf_counter() - started)
 
 
 def _from_torch(backend: str | None, generation: int, device):

@@ -162,10 +162,10 @@ def launch(fn, world_size: int | None = None, *, args=(), kwargs=None, backend: 
     kwargs = dict(kwargs or {})
     if deadline == "default":
         deadline = default_deadline()
-    from .attach import attached_group, run_attached, torch_distributed_initialised
+    from .attach import attached_group, torch_distributed_initialised
     group = attached_group()
     if group is not None:                    # world_group() was called: run on that group
-        return run_attached(group, fn, world_size, args, kwargs)
+        return group.run(fn, world_size, args, kwargs)
     if torch_distributed_initialised():
         raise LaunchError(
             "launch() inside a torch.distributed job (init_process_group was called in this process): it "
