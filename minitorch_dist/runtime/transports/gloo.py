@@ -24,7 +24,7 @@ from ..devices import CPU, rank_device
 from ..errors import PeerFailedError
 from .framing import Framer
 
-_OPS = {"sum": dist.ReduceOp.SUM, "prod": dist.ReduceOp.PRODUCT,
+C10D_OPS = {"sum": dist.ReduceOp.SUM, "prod": dist.ReduceOp.PRODUCT,
         "max": dist.ReduceOp.MAX, "min": dist.ReduceOp.MIN}
 # dtypes gloo cannot reduce or move: reduce them in a wider type, move them as bytes.
 _WIDER = {torch.int16: torch.int32, torch.uint16: torch.int32, torch.uint32: torch.int64,
@@ -119,14 +119,14 @@ class GlooBackend(Backend):
         if tensor.numel() == 0:
             return self.barrier()
         opts = dist.AllreduceOptions()
-        opts.reduceOp = _OPS[op]
+        opts.reduceOp = C10D_OPS[op]
         return self._reduce(tensor, tensor, lambda _, buf: self._pg.allreduce([buf], opts))
 
     def reduce_scatter(self, out, tensor, op):
         if tensor.numel() == 0:
             return self.barrier()
         opts = dist.ReduceScatterOptions()
-        opts.reduceOp = _OPS[op]
+        opts.reduceOp = C10D_OPS[op]
         return self._reduce(out, tensor, lambda dst, src: self._pg.reduce_scatter(
             [dst], [list(src.chunk(self.size))], opts))
 

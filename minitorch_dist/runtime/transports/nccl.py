@@ -32,7 +32,7 @@ import torch.distributed as dist
 from ..backend import DeadlineExpired, Work
 from ..devices import one_gpu_per_rank
 from ..errors import PeerFailedError
-from .gloo import _OPS, GlooBackend
+from .gloo import C10D_OPS, GlooBackend
 
 NCCL_TIMEOUT = datetime.timedelta(minutes=10)   # NCCL's watchdog: far beyond any run's deadline
 
@@ -83,14 +83,14 @@ class NcclBackend(GlooBackend):
         if not self._on_gpu(tensor) or tensor.numel() == 0:
             return super().all_reduce(tensor, op)
         opts = dist.AllreduceOptions()
-        opts.reduceOp = _OPS[op]
+        opts.reduceOp = C10D_OPS[op]
         return _NcclWork(self._nccl.allreduce([tensor], opts), self.rank)
 
     def reduce_scatter(self, out, tensor, op):
         if not self._on_gpu(out, tensor) or tensor.numel() == 0:
             return super().reduce_scatter(out, tensor, op)
         opts = dist.ReduceScatterOptions()
-        opts.reduceOp = _OPS[op]
+        opts.reduceOp = C10D_OPS[op]
         return _NcclWork(self._nccl._reduce_scatter_base(out, tensor.contiguous(), opts), self.rank)
 
     def all_gather(self, out, tensor):
