@@ -70,7 +70,8 @@ def world_for(job: ExternalJob, backend: str, device=None):
                           f"python script.py)")
     if "backend" in _world:
         if _world["name"] != backend or _world["device"] != device:
-            raise LaunchError(f"launch: this job already runs backend {_world['name']!r}; one backend per job")
+            raise LaunchError(f"launch(backend={backend!r}, device={device!r}): this job already runs backend "
+                              f"{_world['name']!r} on device {_world['device']!r}; one backend and device per job")
         return _world["backend"], _world["store"]
     comm = None
     if job.launcher == "mpirun":
