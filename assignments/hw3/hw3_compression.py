@@ -595,13 +595,17 @@ D_COMPRESSORS = {"dense": lambda: Identity(), "uint8": lambda: Uint8Quantizer(D[
 D_BOUNDARIES = {"early": 1, "late": 3}                          # blocks on stage 0
 
 
-def pretrained_state():
-    # D["pretrain"] uncompressed Adam steps of the whole model, in this process
-    model = CharTransformer(D_TOKENIZER.vocab_size, d_model=D["d_model"], n_heads=D["heads"],
-                            n_layers=D["layers"], max_len=D["seq"], seed=0, tie_weights=False)
+def d_model_of(seed=0):
+    return CharTransformer(D_TOKENIZER.vocab_size, d_model=D["d_model"], n_heads=D["heads"],
+                           n_layers=D["layers"], max_len=D["seq"], seed=seed, tie_weights=False)
+
+
+def pretrained_state(seed=0):
+    # D["pretrain"] uncompressed Adam steps of the whole model, in this process (seed: weights and batches)
+    model = d_model_of(seed)
     opt = torch.optim.Adam(model.parameters(), lr=D["lr"][0])
     for step in range(D["pretrain"]):
-        x, y = char_batches(D_TOKENS, D["batch"], D["seq"], step)
+        x, y = char_batches(D_TOKENS, D["batch"], D["seq"], step, seed=seed)
         opt.zero_grad(set_to_none=True)
         F.cross_entropy(model(x).flatten(0, 1), y.flatten()).backward()
         opt.step()
@@ -610,8 +614,7 @@ def pretrained_state():
 
 def fine_tune(group, state, make, boundary):
     # ranks 0 and 1: D["steps"] steps through the compressed boundary; the losses on rank 1
-    model = CharTransformer(D_TOKENIZER.vocab_size, d_model=D["d_model"], n_heads=D["heads"],
-                            n_layers=D["layers"], max_len=D["seq"], seed=0, tie_weights=False)
+    model = d_model_of()
     model.load_state_dict(state)
     stage = split_char_transformer(model, boundary)[group.rank]
     link = CompressedBoundary(group, 1 - group.rank, make(), make())
@@ -624,8 +627,11 @@ def fine_tune(group, state, make, boundary):
     return losses
 
 
+D_STATE = {}                                                    # seed -> the pretrained weights
+
+
 def boundary_sweep():
-    state, final = pretrained_state(), {}
+    state, final = D_STATE.setdefault(0, pretrained_state(0)), {}
     for name, make in D_COMPRESSORS.items():
         for where, boundary in D_BOUNDARIES.items():
             losses = launch(fine_tune, 2, args=(state, make, boundary), backend="sim", trace=False)[1]
@@ -655,3 +661,65 @@ if run_unless_stub("Part D", lambda: D_FINAL.update(boundary_sweep())) != 1:
 # rescales it at every block, and fine-tuning lets the blocks after an early boundary adapt to it, while
 # a late error reaches the head almost directly. Try `D["layers"] = 8` with the boundaries 1 and 7, or
 # fewer fine-tuning steps, and see whether the ordering changes.
+
+# %% [markdown]
+# ### D.2 Where the studies compress: the layers' own messages
+#
+# D2_TEXT_PLACEHOLDER
+
+# %%
+from minitorch_dist.compression import compressed_layers
+
+D2 = dict(seeds=(0,), steps=30, sites=("branch", "block"))    # the numbers quoted below: seeds=range(5)
+D2_COMPRESSORS = ("top-k", "low rank")
+
+
+def site_loss(seed, make, site, block):
+    # fine-tune seed's pretrained model D2["steps"] steps with the messages of `block` compressed at `site`,
+    # forward only (the gradient passes as it is); the mean loss of the last D["last"] steps
+    model = d_model_of(seed)
+    model.load_state_dict(D_STATE[seed])
+    opt, losses = torch.optim.Adam(model.parameters(), lr=D["lr"][1]), []
+    with compressed_layers(model, [] if block is None else [block], make, site=site):
+        for step in range(D["pretrain"], D["pretrain"] + D2["steps"]):
+            x, y = char_batches(D_TOKENS, D["batch"], D["seq"], step, seed=seed)
+            opt.zero_grad(set_to_none=True)
+            loss = F.cross_entropy(model(x).flatten(0, 1), y.flatten())
+            loss.backward()
+            opt.step()
+            losses.append(loss.item())
+    return sum(losses[-D["last"]:]) / D["last"]
+
+
+def site_sweep():
+    # {(compressor, site, block): [loss over dense, one per seed]}
+    hurt = {}
+    for seed in D2["seeds"]:
+        if seed not in D_STATE:
+            D_STATE[seed] = pretrained_state(seed)
+        dense = site_loss(seed, Identity, "block", None)
+        for name in D2_COMPRESSORS:
+            for site in D2["sites"]:
+                for block in range(D["layers"]):
+                    loss = site_loss(seed, D_COMPRESSORS[name], site, block)
+                    hurt.setdefault((name, site, block), []).append(loss - dense)
+    return hurt
+
+
+# %%
+D2_HURT = {}
+if D_FINAL and run_unless_stub("Part D.2", lambda: D2_HURT.update(site_sweep())) != 1:
+    n = len(D2["seeds"])
+    print(f"loss over dense after {D2['steps']} fine-tuning steps, one block compressed, mean ± spread of "
+          f"{n} seed{'s' * (n > 1)}")
+    print(f"{'compressor':>10} {'site':>7}" + "".join(f"{f'block {b}':>15}" for b in range(D["layers"])))
+    for name in D2_COMPRESSORS:
+        for site in D2["sites"]:
+            cells = [D2_HURT[name, site, b] for b in range(D["layers"])]
+            print(f"{name:>10} {site:>7}" + "".join(f"{np.mean(c):+9.3f} ± {np.std(c):.2f}" for c in cells))
+    for name in D2_COMPRESSORS:
+        for site in D2["sites"]:
+            first, last = D2_HURT[name, site, 0], D2_HURT[name, site, D["layers"] - 1]
+            worse = sum(f > l for f, l in zip(first, last))
+            print(f"{name} at the {site} site: first block {'worse' if np.mean(first) > np.mean(last) else 'better'}"
+                  f" than the last on average, worse in {worse} of {n} seeds")
