@@ -659,9 +659,10 @@ if run_unless_stub("Part D", lambda: D_FINAL.update(boundary_sweep())) != 1:
 # reported for large models: the first half of the finding reproduces. The second half does not, at a
 # stage boundary: here the late boundary hurts more (top-k +0.077 early, +0.210 late; low rank +0.157,
 # +0.244). After fine-tuning it stayed that way with 2, 4 or 8 blocks, with or without the gradient
-# compressed, and (D.2's block site) with 8 blocks and 1000 pretraining steps. Without fine-tuning a stage
-# boundary is mixed: top-k's first cut is worse in 2 of 5 seeds with 4 blocks and in 5 of 5 with 8 blocks
-# and 1000 pretraining steps, low rank's last cut is worse in 4 of 5 in both. What crosses a stage
+# compressed, and (D.2's block site, five seeds) with 8 blocks, 1000 pretraining steps and two blocks
+# compressed. Without fine-tuning, compressing the stream is mixed: top-k's first blocks are worse than
+# its last in 2 of 5 seeds (4 blocks, one compressed) and in 5 of 5 (8 blocks, 1000 pretraining steps,
+# two compressed); low rank's last are worse in 4 of 5 in both. What crosses a stage
 # boundary is the whole residual stream: compressed after the last block, its error goes straight into
 # the head with no block after it to repair it, while the blocks after an early boundary adapt to its
 # error during fine-tuning. The studies compress something else; D.2 looks at that.
