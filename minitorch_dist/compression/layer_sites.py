@@ -6,7 +6,8 @@ CharTransformer, in one process, to ask where in the model compression hurts.
 
 What is compressed at each chosen block (a "site"), the message a model-parallel layer would send:
 - site "block": the block's output, the residual stream (B, T, C): what a pipeline stage boundary right
-  after that block sends (stage_split.py; one block gives exactly the forward of a CompressedBoundary).
+  after that block sends (stage_split.py). Block b with backward=True computes what two_stage_step
+  computes through a CompressedBoundary at boundary b + 1 with the same compressors.
 - site "branch": the attention's output and the MLP's output (B, T, C) each, before they join the
   residual stream: what a tensor-parallel layer all-reduces in the forward pass (Megatron style: the
   output of the row-parallel projection), two messages per block.
