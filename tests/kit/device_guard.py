@@ -113,9 +113,11 @@ def _tensors(args, kwargs) -> list:
 def _moved_to_a_device(args, kwargs) -> bool:
     if args and args[0] is torch.Tensor.cuda:
         return True
+    if isinstance(kwargs.get("device"), (str, torch.device)):
+        return True
     try:
-        return torch._C._nn._parse_to(*args, **kwargs)[0] is not None
-    except TypeError:
+        return torch._C._nn._parse_to(*args)[0] is not None
+    except (TypeError, RuntimeError):
         return False
 
 

@@ -61,7 +61,7 @@ class LowRank(Compressor):
             raise ValueError(f"LowRank: rank={self.rank} is larger than min(rows, cols) = {min(matrix.shape)} "
                              f"of the {tuple(matrix.shape)} matrix; use rank <= {min(matrix.shape)}")
         gen = torch.Generator().manual_seed(self.seed)
-        q0 = torch.randn(self.cols, self.rank, generator=gen, dtype=x.dtype)       # (cols, r)
+        q0 = torch.randn(self.cols, self.rank, generator=gen, dtype=x.dtype).to(x.device)   # (cols, r)
         p = orthogonalize_(matrix @ q0)                                            # (rows, r)
         q = matrix.t() @ p                                                         # (cols, r)
         return p, q
@@ -112,7 +112,7 @@ class CompressedBoundary:
         return it with `shape`, as a leaf that requires grad (stage 1's backward fills its .grad)."""
         # BEGIN SOLUTION  (HW3 task 3.6)
         numel = int(torch.Size(shape).numel())
-        payload = recv_payload(self.group, payload_like(self.forward, numel, dtype), self.peer, ACTIVATION_TAG)
+        payload = recv_payload(self.group, payload_like(self.forward, numel, dtype, self.group.device), self.peer, ACTIVATION_TAG)
         return self.forward.decompress(payload, numel, dtype).reshape(shape).requires_grad_(True)
         # END SOLUTION
 
@@ -135,7 +135,7 @@ class CompressedBoundary:
         activation's shape, run activation.backward with it, and return it (the gradient applied)."""
         # BEGIN SOLUTION  (HW3 task 3.6)
         numel = activation.numel()
-        buffers = payload_like(self.backward, numel, activation.dtype)
+        buffers = payload_like(self.backward, numel, activation.dtype, activation.device)
         payload = recv_payload(self.group, buffers, self.peer, GRADIENT_TAG)
         grad = self.backward.decompress(payload, numel, activation.dtype).reshape(activation.shape)
         activation.backward(grad)
