@@ -34,7 +34,9 @@ FACTORIES = {torch.zeros, torch.ones, torch.empty, torch.full, torch.arange, tor
              torch.from_numpy, torch.empty_strided, torch.scalar_tensor, torch.normal, torch.tril_indices,
              torch.triu_indices}
 MOVES = {torch.Tensor.to, torch.Tensor.cuda}
-UNCHECKED = {torch.Tensor.copy_, torch.Tensor.cpu}    # legal across devices (so is setting .data, .grad)
+UNCHECKED = {torch.Tensor.copy_, torch.Tensor.cpu, torch._has_compatible_shallow_copy_type}    # legal across devices (so is setting .data, .grad)
+GROUP_DEVICE = torch.device("cpu", 0)      # group.device under the guard: the CPU, told apart from "cpu"
+_DEVICE, _DATA = torch._C.TensorBase.__dict__["device"], torch._C.TensorBase.__dict__["data"]
 COMM = ("isend", "irecv", "send", "recv", "sendrecv", "all_reduce", "broadcast", "all_gather", "reduce_scatter")
 
 _TORCH = os.path.dirname(torch.__file__) + os.sep
@@ -110,15 +112,28 @@ def _tensors(args, kwargs) -> list:
     return [t for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor)]
 
 
-def _moved_to_a_device(args, kwargs) -> bool:
-    if args and args[0] is torch.Tensor.cuda:
-        return True
-    if isinstance(kwargs.get("device"), (str, torch.device)):
-        return True
+def _is_group_device(device) -> bool:
     try:
-        return torch._C._nn._parse_to(*args)[0] is not None
+        return torch.device(device) == GROUP_DEVICE
     except (TypeError, RuntimeError):
         return False
+
+
+def _target(args, kwargs):
+    """Where .to(*args, **kwargs) moves a tensor: "group", "other" (a device that is not group.device,
+    or a stray tensor's), or None (a dtype only)."""
+    other = kwargs.get("other", args[0] if args and isinstance(args[0], torch.Tensor) else None)
+    if other is not None:
+        return "other" if tag_of(other) is not None else "group"
+    device = kwargs.get("device")
+    if device is None:
+        try:
+            device = torch._C._nn._parse_to(*args)[0]
+        except (TypeError, RuntimeError):
+            return None
+    if device is None:
+        return None
+    return "group" if _is_group_device(device) else "other"
 
 
 def _parameter_keeps_tag(new):
@@ -138,9 +153,11 @@ class DeviceGuard(TorchFunctionMode):
         from minitorch_dist.runtime.group import Group
         self._saved = [(Group, name, Group.__dict__.get(name, None), getattr(Group, name)) for name in COMM]
         self._saved.append((torch.nn.Parameter, "__new__", torch.nn.Parameter.__dict__["__new__"], None))
-        for cls, name, _, method in self._saved[:-1]:
+        self._saved.append((Group, "device", Group.__dict__["device"], None))
+        for cls, name, _, method in self._saved[:-2]:
             setattr(cls, name, _checked(name, method))
         torch.nn.Parameter.__new__ = _parameter_keeps_tag(torch.nn.Parameter.__new__)
+        Group.device = property(lambda group: GROUP_DEVICE)
         return super().__enter__()
 
     def __exit__(self, *exc):
@@ -153,23 +170,37 @@ class DeviceGuard(TorchFunctionMode):
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        if func in FACTORIES:
-            out = func(*args, **kwargs)
-            first = args[0] if args else None
-            if kwargs.get("device") is None and not (func is torch.as_tensor and isinstance(first, torch.Tensor)):
-                where = homework_caller()
-                if where is not None:
-                    tag(out, f"torch.{func.__name__} at {where} (no device=)")
-            return out
+        if getattr(func, "__self__", None) is _DEVICE and getattr(func, "__name__", "") == "__get__":
+            return GROUP_DEVICE if tag_of(args[0]) is None else func(*args, **kwargs)     # t.device
         if func in MOVES:
             out = func(*args, **kwargs)
-            if func is torch.Tensor.cuda or _moved_to_a_device(args[1:], kwargs):
+            target = "group" if func is torch.Tensor.cuda else _target(args[1:], kwargs)
+            if target == "group":
+                if out is args[0] and tag_of(out) is not None:
+                    out = out.view_as(out)        # as on a GPU: a new tensor; the CPU one (cached?) stays stray
                 untag(out)
-                untag(args[0])
             elif tag_of(args[0]) is not None:
                 tag(out, tag_of(args[0]))
             return out
-        if func in UNCHECKED or getattr(func, "__name__", "") == "__set__" or kwargs.get("device") is not None:
+        device = kwargs.get("device")
+        if func in FACTORIES or device is not None:
+            out = func(*args, **kwargs)
+            if device is not None and _is_group_device(device):
+                return out
+            if device is None and func is torch.as_tensor and args and isinstance(args[0], torch.Tensor):
+                return out                                # as_tensor(t): t itself
+            if device is not None or func in FACTORIES:
+                where = homework_caller()
+                if where is not None:
+                    name = getattr(func, "__name__", "a factory")
+                    how = "no device=" if device is None else f"device={str(device)!r}, not group.device"
+                    for t in tree_flatten(out)[0]:
+                        tag(t, f"torch.{name} at {where} ({how})")
+            return out
+        if getattr(func, "__self__", None) is _DATA and getattr(func, "__name__", "") == "__set__":
+            (untag if tag_of(args[1]) is None else lambda t: tag(t, tag_of(args[1])))(args[0])   # t.data = moved
+            return func(*args, **kwargs)
+        if func in UNCHECKED or getattr(func, "__name__", "") == "__set__":
             return func(*args, **kwargs)
         if func is torch.Tensor.__getitem__:
             looked_at = [args[0]]                         # a CPU index may index a GPU tensor
@@ -177,14 +208,14 @@ class DeviceGuard(TorchFunctionMode):
             looked_at = [args[0], args[2]] if len(args) > 2 else [args[0]]
         else:
             looked_at = _tensors(args, kwargs)
-        stray = [t for t in looked_at if isinstance(t, torch.Tensor) and tag_of(t) is not None]
+        looked_at = [t for t in looked_at if isinstance(t, torch.Tensor)]
+        stray = [t for t in looked_at if tag_of(t) is not None]
         big = [t for t in stray if t.dim() > 0]
-        if big and len(stray) < len([t for t in looked_at if isinstance(t, torch.Tensor)]):
-            report(f"{_name(func)} mixes a tensor made by {tag_of(big[0])} with tensors on "
-                                  f"group.device; on a GPU this fails. Allocate on group.device "
-                                  f"(device=group.device, or .to(group.device)).")
+        if big and len(stray) < len(looked_at):
+            report(f"{_name(func)} mixes a tensor made by {tag_of(big[0])} with tensors on group.device; on a "
+                   f"GPU this fails. Allocate on group.device (device=group.device, or .to(group.device)).")
         out = func(*args, **kwargs)
-        if stray and len(stray) == len([t for t in looked_at if isinstance(t, torch.Tensor)]):
+        if stray and len(stray) == len(looked_at):
             for t in tree_flatten(out)[0]:          # made from stray tensors only: stray too
                 if isinstance(t, torch.Tensor) and tag_of(t) is None:
                     tag(t, tag_of(stray[0]))
