@@ -54,13 +54,13 @@ class FlatParamUnit:
         self.shard = nn.Parameter(self.layout.chunk(flat, group.rank).clone())   # (padded / p,)
         self.compute_dtype = compute_dtype or self.shard.dtype
         self.mixed = self.compute_dtype != self.shard.dtype
-        self.full = torch.empty(self.layout.padded, dtype=self.compute_dtype, requires_grad=True)
+        self.full = torch.empty(self.layout.padded, dtype=self.compute_dtype, device=flat.device, requires_grad=True)
         self._full_bytes = self.full.untyped_storage().nbytes()
         self.full.untyped_storage().resize_(0)
         for slot in spec.slots:                                  # the modules stop owning them
             for module, attr in slot.uses:
                 del module._parameters[attr]
-                setattr(module, attr, torch.empty(0, dtype=self.compute_dtype))
+                setattr(module, attr, torch.empty(0, dtype=self.compute_dtype, device=flat.device))
         # END SOLUTION
 
     def start_gather(self) -> None:
