@@ -34,7 +34,7 @@ FACTORIES = {torch.zeros, torch.ones, torch.empty, torch.full, torch.arange, tor
              torch.from_numpy, torch.empty_strided, torch.scalar_tensor, torch.normal, torch.tril_indices,
              torch.triu_indices}
 MOVES = {torch.Tensor.to, torch.Tensor.cuda}
-UNCHECKED = {torch.Tensor.copy_, torch.Tensor.cpu, torch._has_compatible_shallow_copy_type}    # legal across devices (so is setting .data, .grad)
+UNCHECKED = {torch.Tensor.copy_, torch.Tensor.cpu, torch._has_compatible_shallow_copy_type}   # legal across devices
 GROUP_DEVICE = torch.device("cpu", 0)      # group.device under the guard: the CPU, told apart from "cpu"
 _DEVICE, _DATA = torch._C.TensorBase.__dict__["device"], torch._C.TensorBase.__dict__["data"]
 COMM = ("isend", "irecv", "send", "recv", "sendrecv", "all_reduce", "broadcast", "all_gather", "reduce_scatter")

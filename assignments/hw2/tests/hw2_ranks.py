@@ -39,7 +39,7 @@ def _make_dp(case: Case, model, group):
 def _dp_step(case: Case, ddp, model, opt, group, step: int) -> dict:
     """One data-parallel step on this rank's part of the global batch; what happened in it."""
     x, y = global_batch(case, step)
-    x, y = local_part(x, group.rank, group.size).to(group.device), local_part(y, group.rank, group.size).to(group.device)
+    x, y = (local_part(t, group.rank, group.size).to(group.device) for t in (x, y))
     first_event, before = len(group.events), _counts(group)
     opt.zero_grad(set_to_none=True)
     in_no_sync = 0

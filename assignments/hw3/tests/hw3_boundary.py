@@ -149,7 +149,8 @@ def run_bad_boundary(case, group) -> dict:
              (f"CompressedBoundary(group, peer={group.size}, ...)",
               lambda: cp.CompressedBoundary(group, group.size, cp.Identity())),
              ("send_gradient(a received activation whose backward never ran)",
-              lambda: link.send_gradient(torch.zeros(2, 3, dtype=torch.float64, device=group.device, requires_grad=True))),
+              lambda: link.send_gradient(torch.zeros(2, 3, dtype=torch.float64, device=group.device,
+                                                     requires_grad=True))),
              ("split_char_transformer(model, boundary=4) of a 3-block model",
               lambda: cp.split_char_transformer(boundary_model(), 4))]
     if group.rank == 0:

@@ -138,7 +138,7 @@ def run_rank1(case, group, counts) -> dict:
     start) on a bucket whose mean gradient has that rank."""
     from minitorch_dist.compression import GradBucket, PowerSGDState, powersgd_hook
     params = []
-    for g in reversed([g.to(group.device) for g in rank1_grads(group.rank, case.param)]):            # bucket order: the last parameter first
+    for g in reversed([g.to(group.device) for g in rank1_grads(group.rank, case.param)]):   # bucket order: the last first
         params.append(nn.Parameter(torch.zeros_like(g)))
         params[-1].grad = g.clone()
     state = PowerSGDState(group, matrix_approximation_rank=case.param, start_powerSGD_iter=0,

@@ -96,7 +96,8 @@ def run_quadratic(case: Case, group) -> dict:
     q = QUADRATIC
     finals = {}
     for mode in ("ef", "plain"):
-        x, ef = torch.zeros(q["dim"], dtype=torch.float64, device=group.device), ErrorFeedback(SignQuantizer(q["chunk"]))
+        x, ef = (torch.zeros(q["dim"], dtype=torch.float64, device=group.device),
+                 ErrorFeedback(SignQuantizer(q["chunk"])))
         for t in range(q["steps"]):
             g = a * (x - c)
             update = (ef.all_reduce("x", g, group) if mode == "ef"

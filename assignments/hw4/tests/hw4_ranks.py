@@ -91,8 +91,9 @@ def _valid_and_bad(kind: str, cfg: str, group):
         return lambda: tp.ColumnParallelLinear(block.fc, group)(x), lambda: tp.ColumnParallelLinear(
             nn.Linear(c, BAD_WIDTH).double(), group)
     if kind == "bad_row":
-        return lambda: tp.RowParallelLinear(block.fc_proj, group, input_is_parallel=False)(
-            dense_input("row", cfg).to(group.device)), lambda: tp.RowParallelLinear(nn.Linear(BAD_WIDTH, c).double(), group)
+        row = dense_input("row", cfg).to(group.device)
+        return lambda: tp.RowParallelLinear(block.fc_proj, group, input_is_parallel=False)(row), \
+            lambda: tp.RowParallelLinear(nn.Linear(BAD_WIDTH, c).double(), group)
     if kind == "bad_hidden":
         return lambda: tp.ParallelMLP(block.fc, block.fc_proj, group)(x), lambda: tp.ParallelMLP(
             nn.Linear(c, BAD_WIDTH).double(), nn.Linear(BAD_WIDTH, c).double(), group)

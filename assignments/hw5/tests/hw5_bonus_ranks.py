@@ -83,7 +83,8 @@ def run_data_parallel(case: Case, group) -> dict:
     replicas = group.size // GRID_STAGES
     stages, specs = stage_parts(case.model, GRID_STAGES, replicas * case.m)
     j = pipe.rank
-    stage = pp.PipelineStage(stages[j].to(group.device), pipe, specs[j], loss_fn=loss_fn if j == GRID_STAGES - 1 else None)
+    stage = pp.PipelineStage(stages[j].to(group.device), pipe, specs[j],
+                             loss_fn=loss_fn if j == GRID_STAGES - 1 else None)
     lanes = pp.one_f_one_b_schedule(GRID_STAGES, case.m)
     out = _train(group, lambda x, y, opt: pp.data_parallel_step(stage, data, lanes, x, y, opt, case.m),
                  list(stage.module.parameters()), case, MICRO[case.model] * replicas * case.m)

@@ -102,7 +102,8 @@ class ZeroOptimizer:
         # BEGIN SOLUTION  (HW6 task 6.1)
         grad = torch.zeros_like(self.shard)
         for b, lay in enumerate(self.layout.layouts):
-            flat = lay.flatten([self.params[i].grad for i in self.layout.buckets[b]], self.shard.dtype, self.shard.device)
+            grads = [self.params[i].grad for i in self.layout.buckets[b]]
+            flat = lay.flatten(grads, self.shard.dtype, self.shard.device)
             self.layout.bucket_shard(grad, b).copy_(self.group.reduce_scatter(flat))
         self.shard.grad = grad.div_(self.group.size)
         # END SOLUTION
