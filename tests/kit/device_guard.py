@@ -3,18 +3,21 @@ here as it would on a GPU, without a GPU.
 
     launch(guarded, 2, args=(rank_fn, *args))     # rank_fn(group, *args) runs under DeviceGuard
 
-On a CPU run group.device is the CPU, so a tensor made without `device=` is on the right device by
-luck. The guard tells them apart: a tensor factory (torch.zeros, arange, randn, tensor, an nn.Module's
-parameters...) called from homework code (minitorch_dist outside its runtime, solutions, assignments)
-without `device=` makes a *stray* tensor; so do the tensors the launcher hands the rank. What is
-computed from stray tensors only is stray; `.to(device)` (a module's `.to(group.device)` too) makes
-a tensor clean. An operation that mixes a stray tensor with a clean one (on a GPU: a CPU tensor with
-a CUDA one), or a stray tensor given to a Group's send/recv/collective, raises StrayAllocation naming
-the operation and the line that allocated. As on a GPU, a stray 0-dim tensor (a CPU scalar) may mix,
-and a stray index tensor may index.
+On a CPU run group.device is the CPU, so a tensor made without `device=` lands on the right device
+by luck. Under the guard, group.device is torch.device("cpu", 0): still the CPU to torch, but told
+apart from "cpu". A tensor factory (torch.zeros, arange, randn, tensor, empty_like(device=...), an
+nn.Module's parameters...) called from homework code (minitorch_dist outside its runtime, solutions
+laid over it, assignments) without device=, or with a device that is not group.device, makes a
+*stray* tensor; so do the tensors the launcher hands the rank (they arrive on the CPU). What is
+computed from stray tensors only is stray; `.to(group.device)` gives a clean tensor (a module's
+`.to(group.device)` cleans its parameters), and `t.device` of a clean tensor is group.device, so
+`device=x.device` follows x. An operation that mixes a stray tensor with a clean one (on a GPU: a
+CPU tensor with a CUDA one), or a stray tensor given to a Group's send/recv/collective, raises
+StrayAllocation naming the operation and the line that allocated. As on a GPU, a stray 0-dim tensor
+(a CPU scalar) may mix, a stray index tensor may index, and copy_ may copy across.
 
-What it cannot see on the CPU: a `.cpu()` or `.to("cpu")` (on the CPU the same tensor comes back),
-and a factory given device="cpu" on purpose (it counts as explicit).
+Allocations inside torch (an optimizer's step counter) are not the homework's and are not watched.
+What it cannot see: a `.cpu()` (on the CPU the same tensor comes back).
 """
 
 from __future__ import annotations
@@ -43,7 +46,7 @@ _TORCH = os.path.dirname(torch.__file__) + os.sep
 _STDLIB = sysconfig.get_paths()["stdlib"] + os.sep
 _HOMEWORK = (f"{os.sep}minitorch_dist{os.sep}", f"{os.sep}assignments{os.sep}")
 _NOT_HOMEWORK = (f"{os.sep}minitorch_dist{os.sep}runtime{os.sep}", os.path.abspath(__file__))
-_MODULES = f"{os.sep}torch{os.sep}nn{os.sep}modules{os.sep}"
+_MODULES = _TORCH + "nn" + os.sep + "modules" + os.sep
 
 
 class StrayAllocation(RuntimeError):
@@ -89,16 +92,12 @@ def homework_caller() -> str | None:
     while frame is not None:
         path = frame.f_code.co_filename
         if path.startswith(_TORCH):
-            via_torch, via_module = True, via_module or path.startswith(_TORCH + "nn" + os.sep + "modules")
+            via_torch, via_module = True, via_module or path.startswith(_MODULES)
         elif not path.startswith(_STDLIB) and path != os.path.abspath(__file__):
             if any(h in path for h in _HOMEWORK) and not any(n in path for n in _NOT_HOMEWORK):
                 if not via_torch or via_module:
-                    parts = path.split(os.sep)
-                    for root in ("minitorch_dist", "assignments"):
-                        if root in parts:
-                            path = os.sep.join(parts[len(parts) - parts[::-1].index(root) - 1:])
-                            break
-                    return f"{path}:{frame.f_lineno}"
+                    at = max(path.rfind(h) for h in _HOMEWORK) + 1       # minitorch_dist/... or assignments/...
+                    return f"{path[at:]}:{frame.f_lineno}"
             return None
         frame = frame.f_back
     return None
