@@ -24,27 +24,34 @@ from assignments.common.rank_runs import try_launch
 from tests.kit.device_guard import guarded
 
 P = 2
-SKIP_KINDS = {"deadlock"}           # hangs on purpose until its deadline: nothing is allocated there
+SKIP_KINDS = {"deadlock",           # hangs on purpose until its deadline: nothing is allocated there
+              "fsdp_prefetch", "fsdp_ckpt"}     # fsdp's allocations again, at 2-3 s each
 
 
-def representative(hw: str, p: int = P) -> list:
-    """The public cases of `hw` (those for p ranks, then those for 3), the first of each kind."""
+def representative(hw: str, p: int = P, kinds=None) -> list:
+    """The public cases of `hw` (those for p ranks, then those for 3, then the bonus suites' on gloo),
+    the first of each kind (of `kinds` only, when given)."""
+    from assignments.common.case_suites import Suite
     public = importlib.import_module(f"assignments.{hw}.tests.test_{hw}_public")
+    listed = public.public_cases(p) + public.public_cases(3)
+    for suite in vars(public).values():
+        if isinstance(suite, Suite) and suite.backend == "gloo" and suite.make_cases is not public.public_cases:
+            listed += suite.make_cases(p)
     seen, cases = set(), []
-    for case in public.public_cases(p) + public.public_cases(3):
-        if case.kind not in seen and case.kind not in SKIP_KINDS:
+    for case in listed:
+        if case.kind not in seen and case.kind not in SKIP_KINDS and (kinds is None or case.kind in kinds):
             seen.add(case.kind)
             cases.append(case)
     return cases
 
 
-def probe(hw: str, guard: bool = True, backend: str = "gloo", p: int = P) -> tuple[str | None, list | None]:
-    """(None, what the ranks returned) when every representative case ran clean on p ranks, else
-    (the first error, None)."""
+def probe(hw: str, guard: bool = True, backend: str = "gloo", p: int = P, kinds=None) -> tuple[str | None, list | None]:
+    """(None, what the ranks returned) when every representative case (of `kinds`) ran clean on p
+    ranks, else (the first error, None)."""
     ranks = importlib.import_module(f"assignments.{hw}.tests.{hw}_ranks")
     launch = dict(getattr(importlib.import_module(f"assignments.{hw}.tests.{hw}_harness"), f"{hw.upper()}_LAUNCH"))
     launch["collectives"] = True                      # hw5's bonus 5.6 (a grid) averages with all_reduce
-    cases = representative(hw, p)
+    cases = representative(hw, p, kinds)
     fn, args = (guarded, (ranks.run_cases_on_rank, cases)) if guard else (ranks.run_cases_on_rank, (cases,))
     result, err = try_launch(fn, p, args, backend, **launch)
     if err is not None:
@@ -60,6 +67,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--backend", default="gloo")
     parser.add_argument("--device", default=None, help="cpu or cuda (MINITORCH_DIST_DEVICE of the ranks)")
     parser.add_argument("--save", default=None, help="torch.save {homework: what the ranks returned} here")
+    parser.add_argument("--kinds", default=None, help="only the cases of these kinds (comma-separated)")
     opts = parser.parse_args(argv)
     if opts.device is not None:
         os.environ["MINITORCH_DIST_DEVICE"] = opts.device
@@ -67,7 +75,8 @@ def main(argv: list[str]) -> int:
     errors, returned = {}, {}
     try:
         for hw in opts.homeworks:
-            errors[hw], returned[hw] = probe(hw, guard=not opts.no_guard, backend=opts.backend)
+            errors[hw], returned[hw] = probe(hw, guard=not opts.no_guard, backend=opts.backend,
+                                             kinds=opts.kinds and set(opts.kinds.split(",")))
     finally:
         shutdown()
     if opts.save:
