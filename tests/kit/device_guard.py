@@ -225,8 +225,8 @@ def _checked(name: str, method):
     def comm(self, *args, **kwargs):
         for t in _tensors(args, kwargs):
             if tag_of(t) is not None:
-                report(f"group.{name} was given a tensor made by {tag_of(t)}; on a GPU run "
-                                      f"(backend nccl) this fails. Allocate on group.device.")
+                report(f"group.{name} was given a tensor made by {tag_of(t)}; on a GPU run (backend nccl) "
+                       f"this fails. Allocate on group.device.")
         return method(self, *args, **kwargs)
     comm.__name__ = name
     return comm

@@ -6,7 +6,7 @@
 For each homework: its public cases (those for 2 ranks, then those for 3), the first of each kind,
 on 2 gloo ranks in one launch, every rank under DeviceGuard: a tensor allocated without device=
 that meets group.device's tensors, or goes into a message, fails the case. Prints
-{"hw2": null | "the rank's error", ...} as its last line; the kit test (test_device_generic.py)
+"device_probe: {"hw2": null | "the rank's error", ...}"; the kit test (test_device_generic.py)
 reads it. --no-guard runs the same cases as they are (on --backend and --device: a GPU smoke run),
 --save keeps what the ranks returned (torch.save) to compare runs. Run it from a kit copy with an
 implementation laid over it.
@@ -24,6 +24,7 @@ from assignments.common.rank_runs import try_launch
 from tests.kit.device_guard import guarded
 
 P = 2
+MARK = "device_probe:"             # the line of the result, among the ranks' warnings
 SKIP_KINDS = {"deadlock",           # hangs on purpose until its deadline: nothing is allocated there
               "fsdp_prefetch", "fsdp_ckpt"}     # fsdp's allocations again, at 2-3 s each
 
@@ -82,7 +83,7 @@ def main(argv: list[str]) -> int:
     if opts.save:
         import torch
         torch.save(returned, opts.save)
-    print(json.dumps(errors))
+    print(MARK, json.dumps(errors), flush=True)
     return 0
 
 

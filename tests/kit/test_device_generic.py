@@ -19,6 +19,7 @@ import torch
 
 from tests.kit.conftest import run_in
 from tests.kit.device_guard import GROUP_DEVICE, DeviceGuard, StrayAllocation, tag_of
+from tests.kit.device_probe import MARK
 from tools.overlay import ROOT
 
 HOMEWORKS = ["hw2", "hw3", "hw4", "hw5", "hw6"]
@@ -31,8 +32,8 @@ PLANTED = {
             "torch.zeros(numel, dtype=dtype)", "topk_all_reduce"),
     "hw4": ("assignments/hw4/tests/hw4_ranks.py", "build_tp(kind, build_dense(cfg).to(group.device), group)",
             "build_tp(kind, build_dense(cfg), group)", "column"),        # the harness forgets to move the model
-    "hw5": ("minitorch_dist/pipeline/boundary.py", "stage.spec.input_buffer(stage.group.device)",
-            "stage.spec.input_buffer()", "boundary"),
+    "hw5": ("minitorch_dist/pipeline/boundary.py", "activation = stage.spec.input_buffer(stage.group.device)",
+            "activation = stage.spec.input_buffer()", "boundary"),
     "hw6": ("minitorch_dist/sharded/flat_unit.py", "dtype=self.compute_dtype, device=flat.device, requires_grad",
             "dtype=self.compute_dtype, requires_grad", "fsdp"),
 }
@@ -40,8 +41,9 @@ PLANTED = {
 
 def probe(ov, *args: str) -> dict:
     code, out = run_in(ov, sys.executable, "-m", "tests.kit.device_probe", *args, timeout=300)
-    assert code == 0, out[-3000:]
-    return json.loads(out.strip().splitlines()[-1])
+    lines = [line for line in out.splitlines() if line.startswith(MARK)]
+    assert code == 0 and len(lines) == 1, out[-3000:]
+    return json.loads(lines[0][len(MARK):])
 
 
 # -- the guard's rules, in this process ------------------------------------------------------------
