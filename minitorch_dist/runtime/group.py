@@ -47,6 +47,7 @@ class Group(ProvidedCollectives):
         self._collective_seq = 0
         self._site = SendrecvSite(ctx.recorder, self._wait, name)   # for Backend.sendrecv
         self._subgroup_counts: dict[tuple[int, ...], int] = defaultdict(int)
+        self._wall_clock = type(backend).now is Backend.now     # no simulated clock: _clock is wall time
 
     # -- identity ----------------------------------------------------------------------------
     @property
@@ -98,6 +99,8 @@ class Group(ProvidedCollectives):
 
     # -- time --------------------------------------------------------------------------------
     def _clock(self) -> float:
+        if self._wall_clock:
+            return time.perf_counter() - self._ctx.t0
         sim_time = self._backend.now()
         return sim_time if sim_time is not None else time.perf_counter() - self._ctx.t0
 
@@ -161,13 +164,41 @@ class Group(ProvidedCollectives):
         self._ctx.recorder.count(_op, recv=1, bytes_recv=tensor.nbytes)
         return Handle(self, work, _op, src, tag, tensor.nbytes, start, tensor, staging)
 
+    def _plain(self, tensor, peer, tag) -> bool:
+        """The common case of a blocking send/recv, checked at once (else the full checks run)."""
+        backend = self._backend
+        return (type(tensor) is torch.Tensor and type(peer) is int and type(tag) is int
+                and 0 <= peer < backend.size and peer != backend.rank and 0 <= tag <= MAX_TAG
+                and tensor.is_contiguous())
+
     def send(self, tensor: torch.Tensor, dst: int, tag: int = 0) -> None:
         """Send `tensor` to rank `dst`; returns once the tensor may be reused."""
-        self.isend(tensor, dst, tag, _op="send").wait()
+        if not self._plain(tensor, dst, tag):
+            self.isend(tensor, dst, tag, _op="send").wait()
+            return
+        # isend(...).wait() without the Handle (a small message's cost is its overhead)
+        start = time.perf_counter() - self._ctx.t0 if self._wall_clock else self._clock()
+        work = self._backend.isend(tensor, dst, tag, "send")
+        recorder, nbytes, peer = self._ctx.recorder, tensor.nbytes, self._backend.world_ranks[dst]
+        recorder.count("send", sent=1, bytes_sent=nbytes)
+        if not work.finish_now():
+            self._wait(work, f"send(dst={peer}, tag={tag})", (peer,))
+        recorder.event("send", peer, tag, nbytes, start,
+                       time.perf_counter() - self._ctx.t0 if self._wall_clock else self._clock(), self.name)
 
     def recv(self, tensor: torch.Tensor, src: int, tag: int = 0) -> torch.Tensor:
         """Receive from rank `src` into `tensor` (in place) and return it."""
-        return self.irecv(tensor, src, tag, _op="recv").wait()
+        if not self._plain(tensor, src, tag):
+            return self.irecv(tensor, src, tag, _op="recv").wait()
+        start = time.perf_counter() - self._ctx.t0 if self._wall_clock else self._clock()
+        work = self._backend.irecv(tensor, src, tag, "recv")
+        recorder, nbytes, peer = self._ctx.recorder, tensor.nbytes, self._backend.world_ranks[src]
+        recorder.count("recv", recv=1, bytes_recv=nbytes)
+        if not work.finish_now():
+            self._wait(work, f"recv(src={peer}, tag={tag})", (peer,))
+        recorder.event("recv", peer, tag, nbytes, start,
+                       time.perf_counter() - self._ctx.t0 if self._wall_clock else self._clock(), self.name)
+        return tensor
 
     def sendrecv(self, send_tensor: torch.Tensor, dst: int, recv_tensor: torch.Tensor, src: int,
                  tag: int = 0) -> torch.Tensor:

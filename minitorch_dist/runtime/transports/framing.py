@@ -42,14 +42,14 @@ from __future__ import annotations
 import math
 import threading
 import time
-from collections import Counter, defaultdict
+from collections import Counter, defaultdict, deque
 from typing import Callable
 
 import torch
 
 from ..backend import Work
 from ..errors import MessageMismatchError
-from .framing_works import RecvWork, SendWork, copy_inline, waiter
+from .framing_works import BufferedSend, RecvWork, SendWork, copy_inline, waiter
 from .wire import (_BYE, _COPY, _MSG, CONTROL_BYTES, CONTROL_TAG, HEADER_BYTES,
                    INLINE_BYTES, SEQ_BITS, as_bytes, check_match, decode_header, encode_control, encode_header,
                    header_tag, part_tag, payload_parts, with_kind)
@@ -57,6 +57,8 @@ from .wire import (_BYE, _COPY, _MSG, CONTROL_BYTES, CONTROL_TAG, HEADER_BYTES,
 RawPost = Callable[[torch.Tensor, int, int], Work]  # (uint8 buffer, peer, wire tag) -> Work
 RawPostAny = Callable[[torch.Tensor, int], Work]  # (uint8 buffer, wire tag): from any peer
 COPY_AFTER = 0.2    # seconds a direct send may stay undone before its header goes to the listener too
+_NOT_EARLY = (None, False)
+KEEP_SENDS = 64      # small sends kept in flight (their handles done) before the oldest is completed
 EAGER_AFTER = 0.0005  # seconds a wait on a small direct send may last before its copy goes there (2 ms
 # made a send-first exchange of 1 KB at 4 ranks 2.7x slower than the old listener path; 0.5 ms: 1.1-1.4x)
 
@@ -85,6 +87,7 @@ class Framer:
         self._skewed: dict[int, dict[int, tuple]] = defaultdict(dict)  # src -> {wire tag: (why, after, before)}
         self._drains: list = []           # raw receives kept alive, never waited (see _settle)
         self._unfinished: dict[int, Work] = {}  # gloo: works not waited to the end, kept alive
+        self._sends: deque[BufferedSend] = deque()  # gloo: small sends in flight, oldest first (_buffered)
         self._broken: BaseException | None = None
         self._stop = threading.Event()
         self._armed = threading.Event()     # set when a wait on a small direct send begins and
@@ -108,15 +111,30 @@ class Framer:
         control = encode_header(tensor, op, tag, seq, self._rank)      # these two raise on bad input
         parts = self._parts(tag, seq, nbytes) if nbytes > INLINE_BYTES else []
         self._sent[dst, tag] = seq + 1
-        works = [self._raw_isend(control, dst, header_tag(tag, seq) if self._exact else CONTROL_TAG)]
-        if parts:
-            data = as_bytes(tensor)
-            works += [self._raw_isend(data[offset:offset + length], dst, wire_tag)
-                      for offset, length, wire_tag in parts]
         if not self._exact:
+            works = [self._raw_isend(control, dst, CONTROL_TAG)]
+            if parts:
+                works += [self._raw_isend(as_bytes(tensor)[offset:offset + length], dst, wire_tag)
+                          for offset, length, wire_tag in parts]
             return SendWork(works, (control, tensor), dst)
-        work = SendWork(works, (control, tensor), dst, self._finished, None if parts else self._wake)
+        works = [self._raw_isend(control, dst, header_tag(tag, seq))]
+        if not parts:
+            return self._buffered(BufferedSend(works[0], control, dst, self._wake))
+        data = as_bytes(tensor)
+        works += [self._raw_isend(data[offset:offset + length], dst, wire_tag) for offset, length, wire_tag in parts]
+        work = SendWork(works, (control, tensor), dst, self._finished)
         self._unfinished[id(work)] = work
+        return work
+
+    def _buffered(self, work: BufferedSend) -> BufferedSend:
+        """Keep a small direct send alive until it completes (its handle is done at once): the
+        oldest of more than KEEP_SENDS is completed here, mostly long done (a wait that lasts
+        is seen by the watch thread within COPY_AFTER / 2 s, which copies it to the listener)."""
+        sends = self._sends
+        sends.append(work)
+        if len(sends) > KEEP_SENDS:
+            sends[0].complete(None, wake=False)
+            sends.popleft()
         return work
 
     def _finished(self, work: Work) -> None:
@@ -136,12 +154,13 @@ class Framer:
             seq = self._recvd[src, tag]
             self._recvd[src, tag] = seq + 1
             work = RecvWork(tensor, src, tag, seq, op)
-            control, drained = self._early.pop((src, tag, seq), (None, False))
+            control, drained = self._early.pop((src, tag, seq), _NOT_EARLY) if self._early else _NOT_EARLY
             if self._exact:                     # the direct header first: it is sent first
-                work.wire_tags.append(header_tag(tag, seq))
+                wire_tag = header_tag(tag, seq)
+                work.wire_tags.append(wire_tag)
                 if not drained:                 # (else the listener took the direct message)
                     work.header_buf = torch.empty(CONTROL_BYTES, dtype=torch.uint8)
-                    work.header = self._raw_irecv(work.header_buf, src, header_tag(tag, seq))
+                    work.header = self._raw_irecv(work.header_buf, src, wire_tag)
                     work.claim = self._claim
                 work.done = self._finished
                 self._unfinished[id(work)] = work
@@ -174,8 +193,10 @@ class Framer:
             if kind not in (_MSG, _COPY) or seq != work.seq:
                 raise work.out_of_step(f"its header receive got message {seq}", self._name(self._rank), self._name)
             try:
-                check_match(work.tensor, dtype, shape, sent_op, work.op, self._name(self._rank),
-                            self._name(work.src), tag)
+                tensor = work.tensor
+                if tensor.dtype != dtype or tensor.shape != shape:     # (names made only for the error)
+                    check_match(tensor, dtype, shape, sent_op, work.op, self._name(self._rank),
+                                self._name(work.src), tag)
                 if self._skewed.get(work.src):
                     work.check_in_step(self._skewed[work.src], self._name(self._rank), self._name)
             except MessageMismatchError:
@@ -265,13 +286,14 @@ class Framer:
                 self._idle = False
                 self._armed.clear()
                 now = time.monotonic()
-                for work in list(self._unfinished.values()):
-                    if type(work) is not SendWork or work.copied:
+                for work in list(self._unfinished.values()) + list(self._sends):
+                    if type(work) is RecvWork or work.copied or (work.buffered and work.raw is None):
                         continue
                     blocked = work.blocked_at
                     if blocked is not None:
                         busy_until = now + 50 * EAGER_AFTER
-                    if (blocked is not None and now - blocked >= EAGER_AFTER) or now - work.posted >= COPY_AFTER:
+                    if (blocked is not None and now - blocked >= EAGER_AFTER) or \
+                            (not work.buffered and now - work.posted >= COPY_AFTER):
                         copy = self._copy(work)
                         if copy is not None:
                             copy.wait(None)
@@ -283,10 +305,11 @@ class Framer:
         done; ours ends when every peer has said the same."""
         left = waiter(timeout)
         try:
-            for work in [w for w in list(self._unfinished.values()) if type(w) is SendWork]:
-                work.wait(left())       # (the watch thread copies a small one to the listener)
+            for work in [w for w in list(self._unfinished.values()) if type(w) is SendWork] + list(self._sends):
+                work.complete(left())   # (the watch thread copies a small one to the listener)
         except Exception:  # noqa: BLE001 - a message its peer never receives: nothing more to do
             pass
+        self._sends.clear()
         self._stop.set()
         self._armed.set()
         if not self._threads:
