@@ -1,7 +1,7 @@
 """Framing: Group messages over a raw byte transport (gloo, mpi), with progress of their own.
 
-Every Group message has a header (wire.py) carrying, for payloads up to about 16 KiB,
-the payload itself; larger payloads follow as raw messages of their own, posted at once
+Every Group message has a header (wire.py) carrying, for payloads up to 64 KiB, the
+payload itself (one message, not two); larger payloads follow as raw messages of their own, posted at once
 by isend and irecv (no round trip before the bytes flow). A header is checked against
 the receive buffer before the receive completes: a mismatch is a clear
 MessageMismatchError naming both ranks, both shapes and both ops, never a truncation,
@@ -27,21 +27,22 @@ them fail clearly, instead of taking another message's bytes.
 Direct messages (gloo): every message's header (with a small payload) goes on a wire tag of
 its own (wire.header_tag), received by the receive itself and checked by the thread that
 waits on it: a hop through the listener thread costs a thread wake-up per message (3x raw
-gloo's time for a 1 KB ping-pong, about 1 ms when ranks outnumber cores). Progress without
-a waiter: the watch thread copies to the receiver's listener (_COPY) the header of a direct
-send not done COPY_AFTER seconds after it was posted (a mismatched receive nobody waits on
-still frees its sender), and a small send whose wait lasted EAGER_AFTER seconds; the
-listener keeps a small copy for its receive to come and takes the direct message (a
-"drain"), so small sends complete a few ms late whether or not their receive is posted
-(MPI's eager sends: two ranks may both send before receiving). Works of dropped handles
-stay referenced here (gloo cancels a message whose Work is freed); close() waits for sends.
+gloo's time for a 1 KB ping-pong, about 1 ms when ranks outnumber cores). A small send is
+buffered (MPI's eager send): its payload is in its message, so its handle is done at once;
+the Framer keeps the raw send alive until it completes (gloo cancels a message whose Work is
+freed), completing the oldest of more than KEEP_SENDS as new ones come, and all at close().
+Progress without a waiter: the watch thread (sendwatch.py) copies to the receiver's listener
+(_COPY) the header of a payload send not done COPY_AFTER seconds after it was posted (a
+mismatched receive nobody waits on still frees its sender), and of a small send whose
+completion was waited on for EAGER_AFTER seconds; the listener keeps a small copy for its
+receive to come and takes the direct message (a "drain"). Works of dropped handles stay
+referenced here; close() waits for sends.
 """
 
 from __future__ import annotations
 
 import math
 import threading
-import time
 from collections import Counter, defaultdict, deque
 from typing import Callable
 
@@ -50,17 +51,15 @@ import torch
 from ..backend import Work
 from ..errors import MessageMismatchError
 from .framing_works import BufferedSend, RecvWork, SendWork, copy_inline, waiter
+from .sendwatch import SendWatch
 from .wire import (_BYE, _COPY, _MSG, CONTROL_BYTES, CONTROL_TAG, HEADER_BYTES,
                    INLINE_BYTES, SEQ_BITS, as_bytes, check_match, decode_header, encode_control, encode_header,
                    header_tag, part_tag, payload_parts, with_kind)
 
 RawPost = Callable[[torch.Tensor, int, int], Work]  # (uint8 buffer, peer, wire tag) -> Work
 RawPostAny = Callable[[torch.Tensor, int], Work]  # (uint8 buffer, wire tag): from any peer
-COPY_AFTER = 0.2    # seconds a direct send may stay undone before its header goes to the listener too
+KEEP_SENDS = 64     # small gloo sends kept in flight (their handles done) before the oldest is completed
 _NOT_EARLY = (None, False)
-KEEP_SENDS = 64      # small sends kept in flight (their handles done) before the oldest is completed
-EAGER_AFTER = 0.0005  # seconds a wait on a small direct send may last before its copy goes there (2 ms
-# made a send-first exchange of 1 KB at 4 ranks 2.7x slower than the old listener path; 0.5 ms: 1.1-1.4x)
 
 
 class Framer:
@@ -89,11 +88,8 @@ class Framer:
         self._unfinished: dict[int, Work] = {}  # gloo: works not waited to the end, kept alive
         self._sends: deque[BufferedSend] = deque()  # gloo: small sends in flight, oldest first (_buffered)
         self._broken: BaseException | None = None
-        self._stop = threading.Event()
-        self._armed = threading.Event()     # set when a wait on a small direct send begins and
-        self._idle = True                   # the watch thread is not looking every EAGER_AFTER
-        self._wake = lambda: self._idle and self._armed.set()
-        loops = {} if size == 1 else {"listener": self._listen, **({"sendwatch": self._watch} if exact_parts else {})}
+        self._watch = SendWatch(self._outgoing, self._copy)
+        loops = {} if size == 1 else {"listener": self._listen, **({"sendwatch": self._watch.run} if exact_parts else {})}
         self._threads = [threading.Thread(target=loop, daemon=True, name=f"minitorch_dist-{name}-r{rank}")
                          for name, loop in loops.items()]
         for thread in self._threads:
@@ -119,7 +115,7 @@ class Framer:
             return SendWork(works, (control, tensor), dst)
         works = [self._raw_isend(control, dst, header_tag(tag, seq))]
         if not parts:
-            return self._buffered(BufferedSend(works[0], control, dst, self._wake))
+            return self._buffered(BufferedSend(works[0], control, dst, self._watch.wake))
         data = as_bytes(tensor)
         works += [self._raw_isend(data[offset:offset + length], dst, wire_tag) for offset, length, wire_tag in parts]
         work = SendWork(works, (control, tensor), dst, self._finished)
@@ -136,6 +132,10 @@ class Framer:
             sends[0].complete(None, wake=False)
             sends.popleft()
         return work
+
+    def _outgoing(self) -> list:
+        """The sends in flight (gloo): payload sends not waited to the end, small sends kept alive."""
+        return [w for w in list(self._unfinished.values()) if type(w) is SendWork] + list(self._sends)
 
     def _finished(self, work: Work) -> None:
         self._unfinished.pop(id(work), None)
@@ -274,44 +274,17 @@ class Framer:
             for work in pending:
                 work.fail(exc)
 
-    def _watch(self) -> None:
-        """The copies of the module docstring. Looks every EAGER_AFTER seconds while waits on small
-        sends come, else every COPY_AFTER / 2 s or when such a wait wakes it (not per message)."""
-        busy_until = 0.0
-        try:
-            while not self._stop.is_set():
-                self._idle = time.monotonic() >= busy_until
-                if not self._idle or self._armed.wait(COPY_AFTER / 2):
-                    time.sleep(EAGER_AFTER)
-                self._idle = False
-                self._armed.clear()
-                now = time.monotonic()
-                for work in list(self._unfinished.values()) + list(self._sends):
-                    if type(work) is RecvWork or work.copied or (work.buffered and work.raw is None):
-                        continue
-                    blocked = work.blocked_at
-                    if blocked is not None:
-                        busy_until = now + 50 * EAGER_AFTER
-                    if (blocked is not None and now - blocked >= EAGER_AFTER) or \
-                            (not work.buffered and now - work.posted >= COPY_AFTER):
-                        copy = self._copy(work)
-                        if copy is not None:
-                            copy.wait(None)
-        except BaseException:  # noqa: BLE001 - the connection broke: the waits report it
-            return
-
     def close(self, timeout: float | None = 10.0) -> None:
         """Wait for the sends whose handles were dropped, then tell every peer's listener we are
         done; ours ends when every peer has said the same."""
         left = waiter(timeout)
         try:
-            for work in [w for w in list(self._unfinished.values()) if type(w) is SendWork] + list(self._sends):
+            for work in self._outgoing():
                 work.complete(left())   # (the watch thread copies a small one to the listener)
         except Exception:  # noqa: BLE001 - a message its peer never receives: nothing more to do
             pass
         self._sends.clear()
-        self._stop.set()
-        self._armed.set()
+        self._watch.stop()
         if not self._threads:
             return
         bye = encode_control(_BYE, self._rank)

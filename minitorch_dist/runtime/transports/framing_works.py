@@ -4,7 +4,8 @@ A receive is done in up to three waits: its header (matched by the listener thre
 for a gloo direct message, received on its own wire tag and checked by the waiting
 thread itself), then its payload parts in order. A wait cut short by a deadline may be
 waited on again. On gloo the Framer keeps every work alive until it was waited to the end
-(or, for a send, until close()).
+(or, for a send, until close()); a small send (BufferedSend) is done at once, and the Framer
+completes it later.
 """
 
 from __future__ import annotations
