@@ -19,7 +19,8 @@ FLOATS = INLINE_BYTES // 4 + 1          # the smallest float32 message that is n
 def _sizes():
     rng = random.Random(0)
     edge = [INLINE_BYTES + 1, 1 << 22, (1 << 22) + 1, (1 << 22) - 1, 4000012, MAX_PAYLOAD_BYTES - 1, 255, 256, 257]
-    return edge + [rng.randrange(INLINE_BYTES + 1, 1 << rng.randrange(INLINE_BYTES.bit_length() + 1, 39)) for _ in range(300)]
+    low = INLINE_BYTES.bit_length() + 1
+    return edge + [rng.randrange(INLINE_BYTES + 1, 1 << rng.randrange(low, 39)) for _ in range(300)]
 
 
 def test_parts_cover_the_payload_and_name_their_lengths():

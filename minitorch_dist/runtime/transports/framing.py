@@ -1,9 +1,9 @@
 """Framing: Group messages over a raw byte transport (gloo, mpi), with progress of their own.
 
 Every Group message has a header (wire.py) carrying, for payloads up to 64 KiB, the
-payload itself (one message, not two); larger payloads follow as raw messages of their own, posted at once
-by isend and irecv (no round trip before the bytes flow). A header is checked against
-the receive buffer before the receive completes: a mismatch is a clear
+payload itself (one message, not two); larger payloads follow as raw messages of their
+own, posted at once by isend and irecv (no round trip before the bytes flow). A header
+is checked against the receive buffer before the receive completes: a mismatch is a clear
 MessageMismatchError naming both ranks, both shapes and both ops, never a truncation,
 a hang or a crash. Receives progress whether or not their owner is waiting on them,
 as MPI promises: a program may wait on its isend before its irecv without deadlocking.
