@@ -176,29 +176,28 @@ class Group(ProvidedCollectives):
         if not self._plain(tensor, dst, tag):
             self.isend(tensor, dst, tag, _op="send").wait()
             return
-        # isend(...).wait() without the Handle (a small message's cost is its overhead)
-        start = time.perf_counter() - self._ctx.t0 if self._wall_clock else self._clock()
-        work = self._backend.isend(tensor, dst, tag, "send")
-        recorder, nbytes, peer = self._ctx.recorder, tensor.nbytes, self._backend.world_ranks[dst]
-        recorder.count("send", sent=1, bytes_sent=nbytes)
-        if not work.finish_now():
-            self._wait(work, f"send(dst={peer}, tag={tag})", (peer,))
-        recorder.event("send", peer, tag, nbytes, start,
-                       time.perf_counter() - self._ctx.t0 if self._wall_clock else self._clock(), self.name)
+        self._blocking("send", tensor, dst, tag)
 
     def recv(self, tensor: torch.Tensor, src: int, tag: int = 0) -> torch.Tensor:
         """Receive from rank `src` into `tensor` (in place) and return it."""
         if not self._plain(tensor, src, tag):
             return self.irecv(tensor, src, tag, _op="recv").wait()
-        start = time.perf_counter() - self._ctx.t0 if self._wall_clock else self._clock()
-        work = self._backend.irecv(tensor, src, tag, "recv")
-        recorder, nbytes, peer = self._ctx.recorder, tensor.nbytes, self._backend.world_ranks[src]
-        recorder.count("recv", recv=1, bytes_recv=nbytes)
-        if not work.finish_now():
-            self._wait(work, f"recv(src={peer}, tag={tag})", (peer,))
-        recorder.event("recv", peer, tag, nbytes, start,
-                       time.perf_counter() - self._ctx.t0 if self._wall_clock else self._clock(), self.name)
+        self._blocking("recv", tensor, src, tag)
         return tensor
+
+    def _blocking(self, op: str, tensor: torch.Tensor, peer: int, tag: int) -> None:
+        """isend/irecv(...).wait() without the Handle (a small message's cost is its overhead)."""
+        backend, recorder, nbytes = self._backend, self._ctx.recorder, tensor.nbytes
+        start = time.perf_counter() - self._ctx.t0 if self._wall_clock else self._clock()
+        sending = op == "send"
+        work = (backend.isend if sending else backend.irecv)(tensor, peer, tag, op)
+        recorder.count(op, sent=int(sending), recv=int(not sending), bytes_sent=nbytes if sending else 0,
+                       bytes_recv=0 if sending else nbytes)
+        peer = backend.world_ranks[peer]
+        if not work.finish_now():
+            self._wait(work, f"{op}({'dst' if sending else 'src'}={peer}, tag={tag})", (peer,))
+        end = time.perf_counter() - self._ctx.t0 if self._wall_clock else self._clock()
+        recorder.event(op, peer, tag, nbytes, start, end, self.name)
 
     def sendrecv(self, send_tensor: torch.Tensor, dst: int, recv_tensor: torch.Tensor, src: int,
                  tag: int = 0) -> torch.Tensor:
