@@ -47,6 +47,7 @@ class Group(ProvidedCollectives):
         self._collective_seq = 0
         self._site = SendrecvSite(ctx.recorder, self._wait, name)   # for Backend.sendrecv
         self._subgroup_counts: dict[tuple[int, ...], int] = defaultdict(int)
+        self._wall_clock = type(backend).now is Backend.now     # no simulated clock: _clock is wall time
 
     # -- identity ----------------------------------------------------------------------------
     @property
@@ -98,6 +99,8 @@ class Group(ProvidedCollectives):
 
     # -- time --------------------------------------------------------------------------------
     def _clock(self) -> float:
+        if self._wall_clock:
+            return time.perf_counter() - self._ctx.t0
         sim_time = self._backend.now()
         return sim_time if sim_time is not None else time.perf_counter() - self._ctx.t0
 
@@ -161,13 +164,40 @@ class Group(ProvidedCollectives):
         self._ctx.recorder.count(_op, recv=1, bytes_recv=tensor.nbytes)
         return Handle(self, work, _op, src, tag, tensor.nbytes, start, tensor, staging)
 
+    def _plain(self, tensor, peer, tag) -> bool:
+        """The common case of a blocking send/recv, checked at once (else the full checks run)."""
+        backend = self._backend
+        return (type(tensor) is torch.Tensor and type(peer) is int and type(tag) is int
+                and 0 <= peer < backend.size and peer != backend.rank and 0 <= tag <= MAX_TAG
+                and tensor.is_contiguous())
+
     def send(self, tensor: torch.Tensor, dst: int, tag: int = 0) -> None:
         """Send `tensor` to rank `dst`; returns once the tensor may be reused."""
-        self.isend(tensor, dst, tag, _op="send").wait()
+        if not self._plain(tensor, dst, tag):
+            self.isend(tensor, dst, tag, _op="send").wait()
+            return
+        self._blocking("send", tensor, dst, tag)
 
     def recv(self, tensor: torch.Tensor, src: int, tag: int = 0) -> torch.Tensor:
         """Receive from rank `src` into `tensor` (in place) and return it."""
-        return self.irecv(tensor, src, tag, _op="recv").wait()
+        if not self._plain(tensor, src, tag):
+            return self.irecv(tensor, src, tag, _op="recv").wait()
+        self._blocking("recv", tensor, src, tag)
+        return tensor
+
+    def _blocking(self, op: str, tensor: torch.Tensor, peer: int, tag: int) -> None:
+        """isend/irecv(...).wait() without the Handle (a small message's cost is its overhead)."""
+        backend, recorder, nbytes = self._backend, self._ctx.recorder, tensor.nbytes
+        start = time.perf_counter() - self._ctx.t0 if self._wall_clock else self._clock()
+        sending = op == "send"
+        work = (backend.isend if sending else backend.irecv)(tensor, peer, tag, op)
+        recorder.count(op, sent=int(sending), recv=int(not sending), bytes_sent=nbytes if sending else 0,
+                       bytes_recv=0 if sending else nbytes)
+        peer = backend.world_ranks[peer]
+        if not work.finish_now():
+            self._wait(work, f"{op}({'dst' if sending else 'src'}={peer}, tag={tag})", (peer,))
+        end = time.perf_counter() - self._ctx.t0 if self._wall_clock else self._clock()
+        recorder.event(op, peer, tag, nbytes, start, end, self.name)
 
     def sendrecv(self, send_tensor: torch.Tensor, dst: int, recv_tensor: torch.Tensor, src: int,
                  tag: int = 0) -> torch.Tensor:

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from minitorch_dist import MessageMismatchError, RankError, launch
+from minitorch_dist.runtime.transports import framing
 from minitorch_dist.runtime.transports.wire import (CONTROL_TAG, INLINE_BYTES, MAX_PAYLOAD_BYTES, MAX_TAG, PART_MANT_BITS,
                                          PART_SEQ_BITS, TAG_BITS, part_tag, payload_parts)
 
@@ -18,7 +19,8 @@ FLOATS = INLINE_BYTES // 4 + 1          # the smallest float32 message that is n
 def _sizes():
     rng = random.Random(0)
     edge = [INLINE_BYTES + 1, 1 << 22, (1 << 22) + 1, (1 << 22) - 1, 4000012, MAX_PAYLOAD_BYTES - 1, 255, 256, 257]
-    return edge + [rng.randrange(INLINE_BYTES, 1 << rng.randrange(15, 39)) for _ in range(300)]
+    low = INLINE_BYTES.bit_length() + 1
+    return edge + [rng.randrange(INLINE_BYTES + 1, 1 << rng.randrange(low, 39)) for _ in range(300)]
 
 
 def test_parts_cover_the_payload_and_name_their_lengths():
@@ -170,9 +172,9 @@ def test_waiting_on_isend_before_the_receive_is_posted():
 def _who_checks_headers(group):
     """A ring of sendrecvs, payload-sized and inline: record the wire tag each message's header
     went out on, and which thread checked each header that came in."""
-    from minitorch_dist.runtime.transports import framing
-    framer, copy_after = group._backend._framer, framing.COPY_AFTER
-    framing.COPY_AFTER = 60.0      # no copies to the listener, however late a rank is here
+    from minitorch_dist.runtime.transports import sendwatch
+    framer, copy_after = group._backend._framer, sendwatch.COPY_AFTER
+    sendwatch.COPY_AFTER = 60.0      # no copies to the listener, however late a rank is here
     sent, checked = [], []
     match, raw_isend = framer._match, framer._raw_isend
 
@@ -194,7 +196,7 @@ def _who_checks_headers(group):
             got = group.sendrecv(torch.full((n,), float(r)), (r + 1) % p, torch.empty(n), (r - 1) % p)
             assert (got == (r - 1) % p).all()
     finally:
-        framing.COPY_AFTER = copy_after
+        sendwatch.COPY_AFTER = copy_after
         framer._match, framer._raw_isend = match, raw_isend
     return sent, checked
 
@@ -271,3 +273,27 @@ def test_a_dropped_isend_handle_still_delivers_and_warns(n):
     assert received == [True, True]
     assert len(texts) == 2 and all("rank 0" in t and "isend to rank 1" in t and "without wait()" in t for t in texts)
     assert "(tag 4," in texts[1]
+
+
+def _sends_before_any_receive(group, count):
+    """Rank 0 sends `count` small messages, more than the Framer keeps in flight, before rank 1
+    posts a receive (after a barrier that rank 0 enters once its sends returned): the sends do not
+    wait for their receives (MPI's eager send), the oldest ones are taken by rank 1's listener (so
+    rank 0 keeps at most KEEP_SENDS alive), and all arrive in order."""
+    framer = group._backend._framer
+    if group.rank == 0:
+        for k in range(count):
+            group.send(torch.full((100,), float(k)), 1)
+        kept = len(framer._sends)
+        group.barrier()
+        return kept
+    group.barrier()
+    got = [group.recv(torch.empty(100), 0) for _ in range(count)]
+    return [bool((g == k).all()) for k, g in enumerate(got)], len(framer._early)
+
+
+def test_small_sends_do_not_wait_for_their_receives_and_stay_bounded():
+    count = framing.KEEP_SENDS + 20
+    kept, (arrived, early) = launch(_sends_before_any_receive, 2, args=(count,), deadline=30)
+    assert arrived == [True] * count and early == 0
+    assert kept <= framing.KEEP_SENDS

@@ -1,9 +1,9 @@
 """Framing: Group messages over a raw byte transport (gloo, mpi), with progress of their own.
 
-Every Group message has a header (wire.py) carrying, for payloads up to about 16 KiB,
-the payload itself; larger payloads follow as raw messages of their own, posted at once
-by isend and irecv (no round trip before the bytes flow). A header is checked against
-the receive buffer before the receive completes: a mismatch is a clear
+Every Group message has a header (wire.py) carrying, for payloads up to 64 KiB, the
+payload itself (one message, not two); larger payloads follow as raw messages of their
+own, posted at once by isend and irecv (no round trip before the bytes flow). A header
+is checked against the receive buffer before the receive completes: a mismatch is a clear
 MessageMismatchError naming both ranks, both shapes and both ops, never a truncation,
 a hang or a crash. Receives progress whether or not their owner is waiting on them,
 as MPI promises: a program may wait on its isend before its irecv without deadlocking.
@@ -27,38 +27,39 @@ them fail clearly, instead of taking another message's bytes.
 Direct messages (gloo): every message's header (with a small payload) goes on a wire tag of
 its own (wire.header_tag), received by the receive itself and checked by the thread that
 waits on it: a hop through the listener thread costs a thread wake-up per message (3x raw
-gloo's time for a 1 KB ping-pong, about 1 ms when ranks outnumber cores). Progress without
-a waiter: the watch thread copies to the receiver's listener (_COPY) the header of a direct
-send not done COPY_AFTER seconds after it was posted (a mismatched receive nobody waits on
-still frees its sender), and a small send whose wait lasted EAGER_AFTER seconds; the
-listener keeps a small copy for its receive to come and takes the direct message (a
-"drain"), so small sends complete a few ms late whether or not their receive is posted
-(MPI's eager sends: two ranks may both send before receiving). Works of dropped handles
-stay referenced here (gloo cancels a message whose Work is freed); close() waits for sends.
+gloo's time for a 1 KB ping-pong, about 1 ms when ranks outnumber cores). A small send is
+buffered (MPI's eager send): its payload is in its message, so its handle is done at once;
+the Framer keeps the raw send alive until it completes (gloo cancels a message whose Work is
+freed), completing the oldest of more than KEEP_SENDS as new ones come, and all at close().
+Progress without a waiter: the watch thread (sendwatch.py) copies to the receiver's listener
+(_COPY) the header of a payload send not done COPY_AFTER seconds after it was posted (a
+mismatched receive nobody waits on still frees its sender), and of a small send whose
+completion was waited on for EAGER_AFTER seconds; the listener keeps a small copy for its
+receive to come and takes the direct message (a "drain"). Works of dropped handles stay
+referenced here; close() waits for sends.
 """
 
 from __future__ import annotations
 
 import math
 import threading
-import time
-from collections import Counter, defaultdict
+from collections import Counter, defaultdict, deque
 from typing import Callable
 
 import torch
 
 from ..backend import Work
 from ..errors import MessageMismatchError
-from .framing_works import RecvWork, SendWork, copy_inline, waiter
+from .framing_works import BufferedSend, RecvWork, SendWork, copy_inline, waiter
+from .sendwatch import SendWatch
 from .wire import (_BYE, _COPY, _MSG, CONTROL_BYTES, CONTROL_TAG, HEADER_BYTES,
                    INLINE_BYTES, SEQ_BITS, as_bytes, check_match, decode_header, encode_control, encode_header,
                    header_tag, part_tag, payload_parts, with_kind)
 
 RawPost = Callable[[torch.Tensor, int, int], Work]  # (uint8 buffer, peer, wire tag) -> Work
 RawPostAny = Callable[[torch.Tensor, int], Work]  # (uint8 buffer, wire tag): from any peer
-COPY_AFTER = 0.2    # seconds a direct send may stay undone before its header goes to the listener too
-EAGER_AFTER = 0.0005  # seconds a wait on a small direct send may last before its copy goes there (2 ms
-# made a send-first exchange of 1 KB at 4 ranks 2.7x slower than the old listener path; 0.5 ms: 1.1-1.4x)
+KEEP_SENDS = 64     # small gloo sends kept in flight (their handles done) before the oldest is completed
+_NOT_EARLY = (None, False)
 
 
 class Framer:
@@ -85,12 +86,10 @@ class Framer:
         self._skewed: dict[int, dict[int, tuple]] = defaultdict(dict)  # src -> {wire tag: (why, after, before)}
         self._drains: list = []           # raw receives kept alive, never waited (see _settle)
         self._unfinished: dict[int, Work] = {}  # gloo: works not waited to the end, kept alive
+        self._sends: deque[BufferedSend] = deque()  # gloo: small sends in flight, oldest first (_buffered)
         self._broken: BaseException | None = None
-        self._stop = threading.Event()
-        self._armed = threading.Event()     # set when a wait on a small direct send begins and
-        self._idle = True                   # the watch thread is not looking every EAGER_AFTER
-        self._wake = lambda: self._idle and self._armed.set()
-        loops = {} if size == 1 else {"listener": self._listen, **({"sendwatch": self._watch} if exact_parts else {})}
+        self._watch = SendWatch(self._outgoing, self._copy)
+        loops = {} if size == 1 else {"listener": self._listen, **({"sendwatch": self._watch.run} if exact_parts else {})}
         self._threads = [threading.Thread(target=loop, daemon=True, name=f"minitorch_dist-{name}-r{rank}")
                          for name, loop in loops.items()]
         for thread in self._threads:
@@ -108,16 +107,35 @@ class Framer:
         control = encode_header(tensor, op, tag, seq, self._rank)      # these two raise on bad input
         parts = self._parts(tag, seq, nbytes) if nbytes > INLINE_BYTES else []
         self._sent[dst, tag] = seq + 1
-        works = [self._raw_isend(control, dst, header_tag(tag, seq) if self._exact else CONTROL_TAG)]
-        if parts:
-            data = as_bytes(tensor)
-            works += [self._raw_isend(data[offset:offset + length], dst, wire_tag)
-                      for offset, length, wire_tag in parts]
         if not self._exact:
+            works = [self._raw_isend(control, dst, CONTROL_TAG)]
+            if parts:
+                works += [self._raw_isend(as_bytes(tensor)[offset:offset + length], dst, wire_tag)
+                          for offset, length, wire_tag in parts]
             return SendWork(works, (control, tensor), dst)
-        work = SendWork(works, (control, tensor), dst, self._finished, None if parts else self._wake)
+        works = [self._raw_isend(control, dst, header_tag(tag, seq))]
+        if not parts:
+            return self._buffered(BufferedSend(works[0], control, dst, self._watch.wake))
+        data = as_bytes(tensor)
+        works += [self._raw_isend(data[offset:offset + length], dst, wire_tag) for offset, length, wire_tag in parts]
+        work = SendWork(works, (control, tensor), dst, self._finished)
         self._unfinished[id(work)] = work
         return work
+
+    def _buffered(self, work: BufferedSend) -> BufferedSend:
+        """Keep a small direct send alive until it completes (its handle is done at once): the
+        oldest of more than KEEP_SENDS is completed here, mostly long done (a wait that lasts
+        is seen by the watch thread within COPY_AFTER / 2 s, which copies it to the listener)."""
+        sends = self._sends
+        sends.append(work)
+        if len(sends) > KEEP_SENDS:
+            sends[0].complete(None, wake=False)
+            sends.popleft()
+        return work
+
+    def _outgoing(self) -> list:
+        """The sends in flight (gloo): payload sends not waited to the end, small sends kept alive."""
+        return [w for w in list(self._unfinished.values()) if type(w) is SendWork] + list(self._sends)
 
     def _finished(self, work: Work) -> None:
         self._unfinished.pop(id(work), None)
@@ -136,12 +154,13 @@ class Framer:
             seq = self._recvd[src, tag]
             self._recvd[src, tag] = seq + 1
             work = RecvWork(tensor, src, tag, seq, op)
-            control, drained = self._early.pop((src, tag, seq), (None, False))
+            control, drained = self._early.pop((src, tag, seq), _NOT_EARLY) if self._early else _NOT_EARLY
             if self._exact:                     # the direct header first: it is sent first
-                work.wire_tags.append(header_tag(tag, seq))
+                wire_tag = header_tag(tag, seq)
+                work.wire_tags.append(wire_tag)
                 if not drained:                 # (else the listener took the direct message)
                     work.header_buf = torch.empty(CONTROL_BYTES, dtype=torch.uint8)
-                    work.header = self._raw_irecv(work.header_buf, src, header_tag(tag, seq))
+                    work.header = self._raw_irecv(work.header_buf, src, wire_tag)
                     work.claim = self._claim
                 work.done = self._finished
                 self._unfinished[id(work)] = work
@@ -174,8 +193,10 @@ class Framer:
             if kind not in (_MSG, _COPY) or seq != work.seq:
                 raise work.out_of_step(f"its header receive got message {seq}", self._name(self._rank), self._name)
             try:
-                check_match(work.tensor, dtype, shape, sent_op, work.op, self._name(self._rank),
-                            self._name(work.src), tag)
+                tensor = work.tensor
+                if tensor.dtype != dtype or tensor.shape != shape:     # (names made only for the error)
+                    check_match(tensor, dtype, shape, sent_op, work.op, self._name(self._rank),
+                                self._name(work.src), tag)
                 if self._skewed.get(work.src):
                     work.check_in_step(self._skewed[work.src], self._name(self._rank), self._name)
             except MessageMismatchError:
@@ -253,42 +274,17 @@ class Framer:
             for work in pending:
                 work.fail(exc)
 
-    def _watch(self) -> None:
-        """The copies of the module docstring. Looks every EAGER_AFTER seconds while waits on small
-        sends come, else every COPY_AFTER / 2 s or when such a wait wakes it (not per message)."""
-        busy_until = 0.0
-        try:
-            while not self._stop.is_set():
-                self._idle = time.monotonic() >= busy_until
-                if not self._idle or self._armed.wait(COPY_AFTER / 2):
-                    time.sleep(EAGER_AFTER)
-                self._idle = False
-                self._armed.clear()
-                now = time.monotonic()
-                for work in list(self._unfinished.values()):
-                    if type(work) is not SendWork or work.copied:
-                        continue
-                    blocked = work.blocked_at
-                    if blocked is not None:
-                        busy_until = now + 50 * EAGER_AFTER
-                    if (blocked is not None and now - blocked >= EAGER_AFTER) or now - work.posted >= COPY_AFTER:
-                        copy = self._copy(work)
-                        if copy is not None:
-                            copy.wait(None)
-        except BaseException:  # noqa: BLE001 - the connection broke: the waits report it
-            return
-
     def close(self, timeout: float | None = 10.0) -> None:
         """Wait for the sends whose handles were dropped, then tell every peer's listener we are
         done; ours ends when every peer has said the same."""
         left = waiter(timeout)
         try:
-            for work in [w for w in list(self._unfinished.values()) if type(w) is SendWork]:
-                work.wait(left())       # (the watch thread copies a small one to the listener)
+            for work in self._outgoing():
+                work.complete(left())   # (the watch thread copies a small one to the listener)
         except Exception:  # noqa: BLE001 - a message its peer never receives: nothing more to do
             pass
-        self._stop.set()
-        self._armed.set()
+        self._sends.clear()
+        self._watch.stop()
         if not self._threads:
             return
         bye = encode_control(_BYE, self._rank)

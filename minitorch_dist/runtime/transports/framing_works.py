@@ -4,7 +4,8 @@ A receive is done in up to three waits: its header (matched by the listener thre
 for a gloo direct message, received on its own wire tag and checked by the waiting
 thread itself), then its payload parts in order. A wait cut short by a deadline may be
 waited on again. On gloo the Framer keeps every work alive until it was waited to the end
-(or, for a send, until close()).
+(or, for a send, until close()); a small send (BufferedSend) is done at once, and the Framer
+completes it later.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from .wire import HEADER_BYTES, as_bytes
 
 def copy_inline(tensor: torch.Tensor, control: torch.Tensor, nbytes: int) -> None:
     """Fill contiguous `tensor` with the inline payload of control message `control`."""
-    if tensor.device.type == "cpu" and not tensor.requires_grad:   # the usual case, without torch ops
+    if tensor.is_cpu and not tensor.requires_grad:   # the usual case, without torch ops
         ctypes.memmove(tensor.data_ptr(), control.data_ptr() + HEADER_BYTES, nbytes)
         torch.autograd.graph.increment_version(tensor)
     else:
@@ -58,10 +59,19 @@ class Ready:
         return self._set
 
 
+def _no_limit() -> None:
+    return None
+
+
+_NO_LIMIT = _no_limit
+
+
 def waiter(timeout: float | None):
     """left() -> seconds left of `timeout` from now on (None: no limit)."""
-    end = None if timeout is None else time.monotonic() + timeout
-    return lambda: None if end is None else max(0.0, end - time.monotonic())
+    if timeout is None:
+        return _NO_LIMIT
+    end = time.monotonic() + timeout
+    return lambda: max(0.0, end - time.monotonic())
 
 
 class SendWork(Work):
@@ -69,34 +79,62 @@ class SendWork(Work):
 
     It records when it was posted and whether its header was copied to the receiver's
     listener (framing.Framer._watch, for gloo direct sends); `done(work)` runs once the
-    wait has seen every raw message through. `eager()` (gloo, small messages) runs when a
-    wait begins: it wakes the Framer's watch thread, which copies the message to the
-    listener if the wait lasts (blocked_at says since when).
+    wait has seen every raw message through.
     """
 
-    def __init__(self, works: list[Work], keep, dst: int, done: Callable | None = None,
-                 eager: Callable | None = None):
+    buffered = False
+
+    def __init__(self, works: list[Work], keep, dst: int, done: Callable | None = None):
         self._works = works
         self.keep = keep                    # (control, tensor): buffers must outlive the transfer
         self.dst = dst
         self.posted = time.monotonic()
         self.copied = False
-        self.blocked_at: float | None = None  # when a wait began (small direct sends)
+        self.blocked_at: float | None = None
         self._done = done
-        self._eager = eager
 
     def wait(self, timeout: float | None) -> None:
         left = waiter(timeout)
-        if self._eager is not None:
-            self.blocked_at = time.monotonic()
-            self._eager()
-            self._eager = None
         while self._works:
             self._works[0].wait(left())
             self._works.pop(0)
         if self._done is not None:
             self._done(self)
             self._done = None
+
+    complete = wait
+
+
+class BufferedSend(Work):
+    """A small gloo direct send (one raw message: header and payload). The payload was copied
+    into the message, so the sender's tensor is free at once (MPI's eager send): the handle is
+    done without waiting (finish_now), and the Framer keeps the raw send alive until complete()
+    (Framer._buffered, close()). complete() sets blocked_at and, with wake, wakes the Framer's
+    watch thread, which copies the message to the receiver's listener if the wait lasts."""
+
+    buffered = True
+
+    def __init__(self, raw: Work, control: torch.Tensor, dst: int, wake: Callable):
+        self.raw: Work | None = raw
+        self.keep = (control, None)
+        self.dst = dst
+        self.copied = False
+        self.blocked_at: float | None = None
+        self._wake = wake
+
+    def finish_now(self) -> bool:
+        return True
+
+    def wait(self, timeout: float | None) -> None:
+        return None
+
+    def complete(self, timeout: float | None, wake: bool = True) -> None:
+        if self.raw is not None:
+            self.blocked_at = time.monotonic()
+            if wake:
+                self._wake()
+            self.raw.wait(timeout)
+            self.raw = None
 
 
 class RecvWork(Work):
@@ -138,7 +176,8 @@ class RecvWork(Work):
         self.ready.set()
 
     def wait(self, timeout: float | None) -> None:
-        left = waiter(timeout)
+        end = None if timeout is None else time.monotonic() + timeout
+        left = _NO_LIMIT if end is None else (lambda: max(0.0, end - time.monotonic()))
         if self.header is not None:
             # Once the listener has matched this receive (a copy of the header), the header receive
             # is still filled, by the message itself; should that fail, the error the listener

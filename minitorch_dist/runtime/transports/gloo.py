@@ -74,6 +74,8 @@ class GlooBackend(Backend):
         self._pg = dist.ProcessGroupGloo(dist.PrefixStore(f"pg/{key}", store), rank, size, timeout)
         self._framer = Framer(self._raw_isend, self._raw_irecv, self._raw_irecv_any, rank, size,
                               self._name_rank, exact_parts=True)
+        if type(self).isend is GlooBackend.isend and type(self).irecv is GlooBackend.irecv:
+            self.isend, self.irecv = self._framer.isend, self._framer.irecv   # one call less per message
 
     @classmethod
     def world(cls, store, rank: int, size: int, key: str, device=None) -> "GlooBackend":

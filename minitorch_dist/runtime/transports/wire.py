@@ -2,7 +2,10 @@
 
 A control message is an int64[16] header (magic, kind, sender's op, dtype, ndim,
 numel, tag, sequence number, sender's rank, shape...) followed, for payloads up to
-16 KiB - 128 bytes, by the payload itself; listeners post 16 KiB receives. Larger payloads
+INLINE_BYTES (64 KiB), by the payload itself; listeners post receives of CONTROL_BYTES (the
+header and 64 KiB). One message of header and payload costs less than two up to there: at
+64 KiB, two copies of the payload (~10 us) against a second gloo message (its own
+ready-to-send / ready-to-receive notes and wake-ups, 2-3x raw gloo's time). Larger payloads
 travel as raw messages of their own: on mpi one, on data tag (tag << SEQ_BITS) | seq; on gloo
 one per part of payload_parts(), on part_tag(tag, seq, code), so that a payload only ever meets
 a receive of exactly its own byte count, and the header alone (HEADER_BYTES) on
@@ -23,8 +26,9 @@ from ..errors import MessageMismatchError
 
 MAGIC = 0x6D74645F  # "mtd_"
 HEADER_LEN = 16                     # int64 fields
-CONTROL_BYTES = 16 * 1024           # what a listener posts; a control message may be shorter
-INLINE_BYTES = CONTROL_BYTES - HEADER_LEN * 8   # payloads up to this size ride in the control message
+HEADER_BYTES = HEADER_LEN * 8
+INLINE_BYTES = 64 * 1024            # payloads up to this size ride in the control message
+CONTROL_BYTES = HEADER_BYTES + INLINE_BYTES     # what a listener posts; a control message may be shorter
 MAX_NDIM = HEADER_LEN - 9
 TAG_BITS = 11                       # user tags 0..2047
 MAX_TAG = (1 << TAG_BITS) - 1
@@ -34,13 +38,15 @@ CONTROL_TAG = 1 << 30
 PART_SEQ_BITS, PART_MANT_BITS, PART_EXP_BITS = 6, 8, 5
 MAX_PAYLOAD_BYTES = 1 << (PART_MANT_BITS + (1 << PART_EXP_BITS) - 1)   # 2**39: 512 GiB
 OPS = ("send", "isend", "sendrecv")
-HEADER_BYTES = HEADER_LEN * 8
+_OP_CODE = {op: i for i, op in enumerate(OPS)}
 # kinds: a message's header; goodbye; a copy of a gloo direct header (sent to the listener);
 # _NUDGE and _FILL are no longer sent (they served small gloo messages sent to the listener:
 # every gloo message is direct now); their numbers stay taken
 _MSG, _BYE, _COPY, _NUDGE, _FILL = 0, 1, 2, 3, 4
 _HEADER = struct.Struct(f"<{HEADER_LEN}q")   # magic, kind, op, dtype, ndim, numel, tag, seq, src, shape
 _HEADER_VIEW = ctypes.c_char * HEADER_BYTES
+_NO_DIMS = (0,) * MAX_NDIM
+_PART_SEQ_MASK = (1 << PART_SEQ_BITS) - 1
 
 _DTYPE_NAMES = ["float32", "float64", "float16", "bfloat16", "int8", "uint8", "int16", "int32",
                 "int64", "bool", "complex64", "complex128", "uint16", "uint32", "uint64",
@@ -57,21 +63,25 @@ def describe(dtype: torch.dtype, shape) -> str:
 def encode_header(tensor: torch.Tensor, op: str, tag: int, seq: int, src: int, kind: int = _MSG) -> torch.Tensor:
     """The control message announcing `tensor`, sent by `op`: the header, then the payload if it
     fits (both transports accept a message shorter than the posted buffer)."""
-    if tensor.dim() > MAX_NDIM:
-        raise ValueError(f"{op}: tensors of more than {MAX_NDIM} dimensions are not supported "
-                         f"(got {tensor.dim()}); reshape before sending")
-    if tensor.dtype not in _DTYPE_CODE:
-        raise TypeError(f"{op}: dtype {tensor.dtype} is not supported by the wire format")
-    nbytes = tensor.numel() * tensor.element_size()
-    inline = nbytes if nbytes <= INLINE_BYTES else 0
-    buf = bytearray(HEADER_LEN * 8 + inline)
     ndim = tensor.dim()
-    _HEADER.pack_into(buf, 0, MAGIC, kind, OPS.index(op), _DTYPE_CODE[tensor.dtype], ndim, tensor.numel(),
-                      tag, seq, src, *tensor.shape, *([0] * (MAX_NDIM - ndim)))
-    if inline:      # the payload's bytes (one copy, no torch ops: a small send's cost is its overhead)
-        host = tensor if tensor.device.type == "cpu" and tensor.is_contiguous() else tensor.cpu().contiguous()
-        buf[HEADER_BYTES:] = ctypes.string_at(host.data_ptr(), inline)
-    return torch.frombuffer(buf, dtype=torch.uint8)
+    if ndim > MAX_NDIM:
+        raise ValueError(f"{op}: tensors of more than {MAX_NDIM} dimensions are not supported "
+                         f"(got {ndim}); reshape before sending")
+    code = _DTYPE_CODE.get(tensor.dtype)
+    if code is None:
+        raise TypeError(f"{op}: dtype {tensor.dtype} is not supported by the wire format")
+    numel = tensor.numel()
+    nbytes = numel * tensor.element_size()
+    inline = nbytes if nbytes <= INLINE_BYTES else 0
+    # one buffer, written through its address: no torch ops (a small send's cost is its overhead)
+    control = torch.empty(HEADER_BYTES + inline, dtype=torch.uint8)
+    address = control.data_ptr()
+    _HEADER.pack_into(_HEADER_VIEW.from_address(address), 0, MAGIC, kind, _OP_CODE[op], code, ndim, numel,
+                      tag, seq, src, *tensor.shape, *_NO_DIMS[ndim:])
+    if inline:      # the payload's bytes: one copy
+        host = tensor if tensor.is_cpu and tensor.is_contiguous() else tensor.cpu().contiguous()
+        ctypes.memmove(address + HEADER_BYTES, host.data_ptr(), inline)
+    return control
 
 
 def encode_control(kind: int, src: int, numel: int = 0, tag: int = 0, seq: int = 0) -> torch.Tensor:
@@ -149,8 +159,8 @@ def with_kind(control: torch.Tensor, kind: int) -> torch.Tensor:
 
 
 def header_tag(tag: int, seq: int) -> int:
-    """The gloo wire tag of a payload message's header: code 0, which no part has."""
-    return part_tag(tag, seq, 0)
+    """The gloo wire tag of a message's header: part_tag(tag, seq, 0) (code 0, which no part has)."""
+    return ((seq & _PART_SEQ_MASK) << TAG_BITS) | tag
 
 
 def as_bytes(tensor: torch.Tensor) -> torch.Tensor:
