@@ -30,7 +30,7 @@ from .checks import check_rank, check_tag, check_tensor, where
 from .context import RankContext
 from .errors import DeadlockError, PeerFailedError
 from .handle import CollectiveHandle, Handle, wait_all
-from .observe.deadlock import format_report
+from .observe.deadlock import find_cycle, format_report, wait_for_edges
 from .provided import ProvidedCollectives
 from .transports.wire import MAX_TAG, check_match
 
@@ -128,7 +128,14 @@ class Group(ProvidedCollectives):
             raise DeadlockError(format_report(headline, states, ctx.world_size)) from None
         except PeerFailedError:
             # A peer gave up on this connection (its own deadline closed it on gloo, or it died):
-            # this rank is still, for every report, waiting in op_text.
+            # this rank is still, for every report, waiting in op_text. When the board shows this
+            # rank on a wait-for cycle, the cause is the deadlock, and this rank reports it too.
+            states = ctx.tracker.snapshot()
+            cycle = find_cycle(wait_for_edges(states))
+            if cycle and ctx.world_rank in cycle:
+                headline = (f"deadlock: {op_text} on rank {ctx.world_rank} was cut off: another rank "
+                            f"on the cycle reached its deadline and closed the connection.")
+                raise DeadlockError(format_report(headline, states, ctx.world_size)) from None
             raise
         except BaseException:
             ctx.tracker.end()

@@ -42,6 +42,14 @@ def test_a_deadlock_on_an_attached_group_reports_both_ranks_blocked():
         assert line.count("recv(") >= 2 or ("rank 0" in line and "rank 1" in line), line
 
 
+def test_a_rank_cut_off_by_its_peers_deadline_reports_the_deadlock_not_a_broken_connection():
+    lines = sorted(_run("deadlock_cut"))
+    assert len(lines) == 2 and all(" deadlock ok " in line for line in lines), lines
+    assert "did not complete within its 3 s deadline" in lines[0]
+    assert "rank 1 was cut off: another rank on the cycle reached its deadline" in lines[1]
+    assert all("wait-for cycle: 0 -> 1 -> 0" in line for line in lines)
+
+
 def test_a_closed_group_shows_as_finished_in_its_peers_report():
     lines = _run("closed")
     assert len(lines) == 1 and lines[0].startswith("rank 0 closed ok")

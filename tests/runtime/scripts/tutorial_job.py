@@ -83,8 +83,10 @@ def run(rank, world_size, port, case):
             except LaunchError as exc:
                 assert "world_group()" in str(exc), exc
                 say(f"rank {rank} refuse ok")
-        elif case == "deadlock":
-            group = world_group(deadline=3)
+        elif case in ("deadlock", "deadlock_cut"):
+            # deadlock_cut: rank 1's deadline is far off, so it learns of the deadlock when rank 0's
+            # deadline expires and closes the connection, not from its own deadline
+            group = world_group(deadline=60 if case == "deadlock_cut" and rank == 1 else 3)
             try:
                 group.recv(torch.empty(4), (rank + 1) % world_size)
             except DeadlockError as exc:
