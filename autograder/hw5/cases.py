@@ -58,4 +58,3 @@ GRID = GridSuite(lambda p: [Case("data_parallel", "mlp", 3), Case("data_parallel
 # bonus 5.8: the vocabulary layers sharded over every rank (23 tokens: uneven shards at p = 2, 3, 4), the
 # layers alone with logits near 1e3, and the pipeline step (m = 2p+1 at p > 1, never a multiple of p)
 VOCAB = GridSuite(lambda p: [Case("vocab_layers", "vocab"), Case("vocab_pipeline", "vocab", 2 * p + 1 if p > 1 else 2)])
-VOCAB_MPI = GridSuite(lambda p: [Case("vocab_layers", "vocab"), Case("vocab_pipeline", "vocab", 3)], backend="mpi")
