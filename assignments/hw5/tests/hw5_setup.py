@@ -73,11 +73,16 @@ def build_model(name: str):
     else:
         model = CharTransformer(VOCAB, d_model=16, n_heads=2, n_layers=2, max_len=SEQ, seed=0,
                                 tie_weights=False).double()
-    gen = torch.Generator().manual_seed(77)
+    return randomized(model, seed=77)
+
+
+def randomized(model, seed: int):
+    """`model` with every parameter drawn at random (norm weights around 1), in place; returns it."""
+    gen = torch.Generator().manual_seed(seed)
     with torch.no_grad():
-        for name_, prm in model.named_parameters():
+        for name, prm in model.named_parameters():
             noise = torch.randn(prm.shape, generator=gen, dtype=torch.float64)
-            norm_weight = name_.split(".")[-2].startswith("ln") and name_.endswith("weight")
+            norm_weight = name.split(".")[-2].startswith("ln") and name.endswith("weight")
             prm.copy_((1.0 if norm_weight else 0.0) + (0.3 if prm.dim() > 1 else 0.1) * noise)
     return model
 

@@ -60,6 +60,9 @@ def _layer_reference():
 
 
 def _rows_problems(o: Outcome) -> list[str]:
+    """The run's error, or the shards' ids when they are not the documented ones."""
+    if o.error is not None:
+        return [o.error]
     got = [tuple(rep["rows"]) for rep in o.ranks]
     want = [expected_rows(VOCAB_V, o.p, r) for r in range(o.p)]
     if got != want:
@@ -69,8 +72,6 @@ def _rows_problems(o: Outcome) -> list[str]:
 
 
 def layer_problems(o: Outcome) -> list[str]:
-    if o.error is not None:
-        return [o.error]
     problems = _rows_problems(o)
     if problems:
         return problems
@@ -131,8 +132,6 @@ def _pipeline_reference(p: int, m: int):
 
 
 def pipeline_problems(o: Outcome) -> list[str]:
-    if o.error is not None:
-        return [o.error]
     problems = _rows_problems(o)
     if problems:
         return problems

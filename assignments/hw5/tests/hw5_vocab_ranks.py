@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import torch
 
-from assignments.hw5.tests.hw5_setup import LR, MOMENTUM, SEQ, STEPS, Case
+from assignments.hw5.tests.hw5_setup import LR, MOMENTUM, SEQ, STEPS, Case, randomized
 
 VOCAB_V, WIDTH, ROWS, HEAT = 23, 16, 2, 300.0
 MICRO_ROWS = 2                        # samples per micro-batch of the pipeline cases
@@ -40,12 +40,8 @@ def vocab_model():
     from minitorch_dist.models import CharTransformer
     model = CharTransformer(VOCAB_V, d_model=WIDTH, n_heads=2, n_layers=2, max_len=SEQ, seed=0,
                             tie_weights=False).double()
-    gen = torch.Generator().manual_seed(58)
+    randomized(model, seed=58)
     with torch.no_grad():
-        for name, prm in model.named_parameters():
-            noise = torch.randn(prm.shape, generator=gen, dtype=torch.float64)
-            norm_weight = name.split(".")[-2].startswith("ln") and name.endswith("weight")
-            prm.copy_((1.0 if norm_weight else 0.0) + (0.3 if prm.dim() > 1 else 0.1) * noise)
         model.ln_f.weight.mul_(HEAT)
     return model
 
