@@ -79,10 +79,10 @@ def vocab_pipeline_step(parts: VocabPipelineParts, idx: Tensor, target: Tensor, 
     """One training step (see the module's text); returns the batch's mean loss on every rank."""
     group, spec, m = parts.group, parts.spec, n_microbatches
     j, last = group.rank, group.size - 1
+    split_microbatches(target, m)           # a batch that m does not divide: the same clear error on every rank
     optimizer.zero_grad()
     tokens = embed_forward(parts.embedding_rows, parts.rows.start, idx, group, owner=0)
     inputs = split_microbatches(tokens.requires_grad_(), m) if j == 0 else [None] * m
-    split_microbatches(target, m)                           # the same clear error for a batch m does not divide
     saved, outputs, handles = [], [], []
     for i in range(m):
         x = inputs[i] if j == 0 else group.recv(spec.input_buffer(), j - 1, tag=forward_tag(i)).requires_grad_()
