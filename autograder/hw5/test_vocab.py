@@ -6,7 +6,7 @@ At p = 1, 2, 3, 4 with a vocabulary of 23 tokens (uneven shards at p > 1), one l
     layers' in float64, with logits near 1e3 (exp overflows without the global max, and a rank's
     own max gives another loss); each rank sends exactly its two parts, the collectives carry 2 N C
     and 3 N values; a vocabulary smaller than p is refused with a ValueError naming its size;
-  - the pipeline step (m = 2p+1 micro-batches at p > 1, never a multiple of p): after two steps
+  - the pipeline step (m = p+1 micro-batches at p > 1, never a multiple of p): after two steps
     every rank's shares equal the whole model trained on the whole batch, and each rank sent the
     body's messages and its two parts per step, nothing more.
 """

@@ -27,7 +27,7 @@ def public_cases(p: int) -> list[Case]:
 PUBLIC = Suite(public_cases)
 BONUS = Suite(lambda p: [Case("interleaved", "deep_mlp", 3), Case("interleaved_generators")])
 GRID = GridSuite(lambda p: [Case("data_parallel", "mlp", 2)])
-VOCAB = GridSuite(lambda p: [Case("vocab_layers", "vocab"), Case("vocab_pipeline", "vocab", 2)])
+VOCAB = GridSuite(lambda p: [Case("vocab_layers", "vocab"), Case("vocab_pipeline", "vocab", 3)])
 SIM = Suite(lambda p: [Case("gpipe", "mlp", 5), Case("1f1b", "mlp", 5), Case("deadlock")], backend="sim",
             network=SimNetwork(alpha=0.0, beta=0.0))
 
@@ -92,6 +92,6 @@ def test_bonus_interleaved_one_f_one_b():
 
 @pytest.mark.task5_8
 @pytest.mark.points(1)
-def test_bonus_vocabulary_layers_sharded_over_three_ranks():
-    judge(VOCAB.outcomes(3, "vocab_layers"), layer_problems, layer_message_problems)
-    judge(VOCAB.outcomes(3, "vocab_pipeline"), pipeline_problems)
+def test_bonus_vocabulary_layers_sharded_over_two_ranks():
+    judge(VOCAB.outcomes(2, "vocab_layers"), layer_problems, layer_message_problems)
+    judge(VOCAB.outcomes(2, "vocab_pipeline"), pipeline_problems)
