@@ -9,7 +9,8 @@
                                                   GradBucket, Future, allreduce_hook, grad_bucket.py)
     LowRank, CompressedBoundary              3.6  (bonus) a compressed stage boundary (provided:
                                                   split_char_transformer, two_stage_step, Identity,
-                                                  stage_split.py)
+                                                  stage_split.py; compressed_layers, chosen blocks'
+                                                  messages compressed in one process, layer_sites.py)
     Compressor, check_finite, ...                 provided: the interface and the checks (common.py)
 """
 
@@ -18,6 +19,7 @@ from .common import Compressor, check_finite, check_op, check_positive, chunk_id
 from .ddp_hooks import CompressionState, HookedDDP, compression_hook
 from .error_feedback import ErrorFeedback, ef_compressed_all_reduce
 from .grad_bucket import Future, GradBucket, allreduce_hook
+from .layer_sites import compressed_layers
 from .low_rank import PowerSGDState
 from .powersgd import orthogonalize_, powersgd_hook
 from .quantize import SignQuantizer, Uint8Quantizer, compressed_all_reduce, gather_and_sum
@@ -28,4 +30,4 @@ __all__ = ["Uint8Quantizer", "SignQuantizer", "compressed_all_reduce", "gather_a
            "ErrorFeedback", "ef_compressed_all_reduce", "orthogonalize_", "powersgd_hook", "PowerSGDState",
            "HookedDDP", "CompressionState", "compression_hook", "GradBucket", "Future", "allreduce_hook", "Compressor", "check_finite", "check_op", "check_positive",
            "chunk_ids", "num_chunks", "LowRank", "CompressedBoundary", "Identity", "split_char_transformer",
-           "two_stage_step"]
+           "two_stage_step", "compressed_layers"]

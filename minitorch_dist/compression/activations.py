@@ -35,7 +35,8 @@ class LowRank(Compressor):
 
     Shapes: x (n,), n a multiple of cols -> payload (P (n / cols, r), Q (cols, r)) of x's dtype.
     Steps:  1. M = x.view(rows, cols); Q0 = randn(cols, r) from torch.Generator().manual_seed(seed),
-               in x's dtype (the same start every call: an activation has no last step to warm from);
+               in x's dtype (the same start every call: an activation has no last step to warm from),
+               drawn on the CPU and moved to x's device (group.device);
             2. P = M Q0; orthogonalize_(P) (Gram-Schmidt, task 3.4);
             3. Q = M^T P.  Decompression: P Q^T, flattened.
     A matrix of rank <= r comes back exactly (up to rounding); others lose what lies outside span(P).

@@ -54,9 +54,10 @@ def num_chunks(numel: int, chunk: int) -> int:
     return math.ceil(numel / chunk)
 
 
-def chunk_ids(numel: int, chunk: int) -> torch.Tensor:
-    """(numel,) int64: the chunk each element belongs to (element i is in chunk i // chunk)."""
-    return torch.arange(numel) // chunk
+def chunk_ids(numel: int, chunk: int, device=None) -> torch.Tensor:
+    """(numel,) int64 on `device` (the data's: x.device): the chunk each element belongs to (element i
+    is in chunk i // chunk)."""
+    return torch.arange(numel, device=device) // chunk
 
 
 def check_positive(value, what: str, allow_zero: bool = False) -> int:

@@ -84,7 +84,7 @@ def _hook_name(hook) -> str:
 def check_same_hook(group, hook) -> None:
     """ValueError on every rank when the ranks register different hooks (one all-gather of a code)."""
     name = _hook_name(hook)
-    codes = group.all_gather(torch.tensor([zlib.crc32(name.encode())], dtype=torch.int64)).tolist()
+    codes = group.all_gather(torch.tensor([zlib.crc32(name.encode())], dtype=torch.int64, device=group.device)).tolist()
     odd = [r for r, c in enumerate(codes) if c != codes[0]]
     if odd:
         raise ValueError(f"register_comm_hook on rank {group.rank}: ranks {odd} registered a different hook than "

@@ -18,6 +18,9 @@ rank's all-gather input is the payload, b = n + 8 ceil(n/c) bytes (uint8) or cei
 (sign); on a ring each rank sends and receives (p-1) b bytes, against 2 (p-1)/p n s for a dense
 ring all-reduce. The payload is about s times (uint8) or 8 s times (sign) smaller, but the gather
 grows with p: it pays while (p-1) b < 2 (p-1)/p n s, i.e. p < 2 s n / b.
+
+Allocate on the data's device, which is group.device (a GPU on backend nccl): device=x.device in
+compress, the payload's device in decompress, chunk_ids(n, chunk, x.device).
 """
 
 from __future__ import annotations

@@ -10,6 +10,10 @@
 Cost of one all-reduce of n elements of s bytes, p ranks on a ring: TopK all-gathers k (s + 4) bytes
 per rank, so each rank sends (p-1) k (s + 4); RandomK all-reduces k s bytes, 2 (p-1)/p k s per rank;
 a dense all-reduce 2 (p-1)/p n s. The result of TopK has up to p k non-zeros, RandomK's exactly k.
+
+Allocate on the data's device, which is group.device (a GPU on backend nccl): zeros(..., device=
+values.device). RandomK draws its indices with a CPU torch.Generator (the same numbers on any device)
+and moves them to x's device.
 """
 
 from __future__ import annotations

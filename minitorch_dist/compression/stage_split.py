@@ -2,7 +2,7 @@
 ranks 0 and 1, and the point-to-point transport of a payload across the stage boundary.
 
     stage0, stage1 = split_char_transformer(model, boundary)   # blocks [0, boundary) on stage 0
-    buffers = payload_like(compressor, numel, dtype)            # empty tensors shaped as its payload
+    buffers = payload_like(compressor, numel, dtype, group.device)   # empty tensors shaped as its payload
     send_payload(group, payload, dst, tag)                      # one message per payload tensor
     recv_payload(group, buffers, src, tag)                      # fills the buffers (blocks)
     loss = two_stage_step(group, stage, idx, targets, link)     # one forward and backward, 2 ranks
@@ -64,13 +64,14 @@ def split_char_transformer(model: CharTransformer, boundary: int) -> tuple[nn.Se
     return tuple(split_layers(layers, [(0, boundary + 1), (boundary + 1, len(layers))]))
 
 
-def payload_like(compressor: Compressor, numel: int, dtype: torch.dtype) -> list[Tensor]:
-    """Empty receive buffers with the shapes and dtypes of `compressor`'s payload of `numel` elements.
+def payload_like(compressor: Compressor, numel: int, dtype: torch.dtype, device=None) -> list[Tensor]:
+    """Empty receive buffers on `device` (group.device) with the shapes and dtypes of `compressor`'s
+    payload of `numel` elements.
 
     A payload's shapes depend on numel only (common.py), so a copy of the compressor (its state, a
     random-k step counter, is left alone) compresses zeros and the shapes are taken from that.
     """
-    probe = copy.deepcopy(compressor).compress(torch.zeros(numel, dtype=dtype))
+    probe = copy.deepcopy(compressor).compress(torch.zeros(numel, dtype=dtype, device=device))
     return [torch.empty_like(t) for t in probe]
 
 

@@ -51,7 +51,8 @@ def write_flat_(params, flat: torch.Tensor) -> None:
 
 def flat_grads(params) -> torch.Tensor:
     """A new 1-D tensor of the parameters' gradients in order; a missing gradient counts as zeros."""
-    parts = [p.grad.reshape(-1) if p.grad is not None else torch.zeros(p.numel(), dtype=p.dtype) for p in params]
+    parts = [p.grad.reshape(-1) if p.grad is not None else torch.zeros(p.numel(), dtype=p.dtype, device=p.device)
+             for p in params]
     return torch.cat(parts) if parts else torch.empty(0)
 
 
@@ -63,18 +64,18 @@ def send_shaped(group, tensor: torch.Tensor, dst: int, tag: int = 0) -> None:
     if tensor.dim() > _MAX_DIMS or tensor.dtype not in _DTYPES:
         raise ValueError(f"send_shaped on rank {group.rank}: supports up to {_MAX_DIMS} dims and dtypes "
                          f"{_DTYPES}; got {tensor.dtype} with shape {tuple(tensor.shape)}")
-    header = torch.zeros(2 + _MAX_DIMS, dtype=torch.int64)
+    header = torch.zeros(2 + _MAX_DIMS, dtype=torch.int64, device=group.device)
     header[0], header[1] = _DTYPES.index(tensor.dtype), tensor.dim()
-    header[2:2 + tensor.dim()] = torch.tensor(tensor.shape, dtype=torch.int64)
+    header[2:2 + tensor.dim()] = torch.tensor(tensor.shape, dtype=torch.int64, device=group.device)
     group.send(header, dst, tag)
     group.send(tensor.contiguous(), dst, tag)
 
 
 def recv_shaped(group, src: int, tag: int = 0) -> torch.Tensor:
     """Receive a tensor sent with send_shaped; returns a new tensor of the sent dtype and shape."""
-    header = group.recv(torch.empty(2 + _MAX_DIMS, dtype=torch.int64), src, tag)
+    header = group.recv(torch.empty(2 + _MAX_DIMS, dtype=torch.int64, device=group.device), src, tag)
     dtype, ndim = _DTYPES[int(header[0])], int(header[1])
-    return group.recv(torch.empty(tuple(header[2:2 + ndim].tolist()), dtype=dtype), src, tag)
+    return group.recv(torch.empty(tuple(header[2:2 + ndim].tolist()), dtype=dtype, device=group.device), src, tag)
 
 
 class DataParallel(nn.Module):

@@ -8,6 +8,9 @@ gradient), takes the optimizer step, and sends the new parameters to every worke
     Cost per step (Psi parameters of s bytes, batch of B bytes):
         rank 0 sends (p-1)/p * B + (p-1) * Psi * s and receives (p-1) * Psi * s;
         every worker sends and receives Psi * s. Rank 0's link carries p-1 times a worker's.
+
+Allocate on group.device (a GPU on backend nccl): a receive buffer is torch.empty(..., device=group.device)
+or torch.empty_like(a tensor of this rank).
 """
 
 from __future__ import annotations

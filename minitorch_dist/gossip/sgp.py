@@ -59,7 +59,7 @@ class SGP:
         self.model, self.group, self.loss_fn, self.lr = model, group, loss_fn, lr
         self.params = trainable_parameters(model)
         self.x = flat_parameters(self.params)
-        self.w = torch.ones(1, dtype=torch.float64)
+        self.w = torch.ones(1, dtype=torch.float64, device=group.device)
         self.k = 0
 
     def step(self, inputs: torch.Tensor, targets: torch.Tensor) -> float:

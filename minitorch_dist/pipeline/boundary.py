@@ -40,7 +40,8 @@ def send_forward(stage: PipelineStage, output: Tensor, microbatch: int):
 
 def recv_forward(stage: PipelineStage, microbatch: int) -> Tensor:
     """Receive micro-batch `microbatch`'s input from the previous stage (blocks); return it as a
-    leaf that requires grad when it is floating point. Shapes: stage.spec.in_shape."""
+    leaf that requires grad when it is floating point. Shapes: stage.spec.in_shape. The buffer goes
+    on group.device: stage.spec.input_buffer(stage.group.device)."""
     # BEGIN YOUR CODE  (HW5 task 5.1)
     raise NotImplementedError("HW5 task 5.1: recv_forward is not implemented yet (see assignments/hw5/README.md)")
     # END YOUR CODE
@@ -56,7 +57,7 @@ def send_backward(stage: PipelineStage, grad_input: Tensor, microbatch: int):
 
 def recv_backward(stage: PipelineStage, microbatch: int) -> Tensor:
     """Receive the gradient of micro-batch `microbatch`'s output from the next stage (blocks).
-    Shapes: stage.spec.out_shape."""
+    Shapes: stage.spec.out_shape. The buffer goes on group.device: stage.spec.output_buffer(stage.group.device)."""
     # BEGIN YOUR CODE  (HW5 task 5.1)
     raise NotImplementedError("HW5 task 5.1: recv_backward is not implemented yet (see assignments/hw5/README.md)")
     # END YOUR CODE

@@ -5,7 +5,8 @@
     specs[j].out_shape, specs[j].out_dtype        # what stage j sends (j < p - 1)
     xs = split_microbatches(batch, m)             # m equal micro-batches along dim 0
 
-A receiver allocates its buffer from the spec (a message must match it exactly). Provided code.
+A receiver allocates its buffer from the spec (a message must match it exactly), on its group.device:
+spec.input_buffer(group.device). Provided code.
 """
 
 from __future__ import annotations
@@ -30,13 +31,13 @@ class StageSpec:
     out_dtype: torch.dtype
     n_params: int
 
-    def input_buffer(self) -> Tensor:
-        """An empty tensor to receive this stage's input into."""
-        return torch.empty(self.in_shape, dtype=self.in_dtype)
+    def input_buffer(self, device=None) -> Tensor:
+        """An empty tensor on `device` (the stage's group.device) to receive this stage's input into."""
+        return torch.empty(self.in_shape, dtype=self.in_dtype, device=device)
 
-    def output_buffer(self) -> Tensor:
-        """An empty tensor to receive the gradient of this stage's output into."""
-        return torch.empty(self.out_shape, dtype=self.out_dtype)
+    def output_buffer(self, device=None) -> Tensor:
+        """An empty tensor on `device` (group.device) to receive the gradient of this stage's output into."""
+        return torch.empty(self.out_shape, dtype=self.out_dtype, device=device)
 
 
 @torch.no_grad()

@@ -94,9 +94,9 @@ class PipelineStage:
         output's gradient from the next); recv_forward / recv_backward are then served by them."""
         for i in microbatches if self.post_ahead else ():
             if not self.is_first:
-                self.group.post(self.spec.input_buffer(), self.prev_rank, forward_tag(i))
+                self.group.post(self.spec.input_buffer(self.group.device), self.prev_rank, forward_tag(i))
             if not self.is_last:
-                self.group.post(self.spec.output_buffer(), self.next_rank, backward_tag(i))
+                self.group.post(self.spec.output_buffer(self.group.device), self.next_rank, backward_tag(i))
 
     def parameters(self):
         return self.module.parameters()

@@ -42,14 +42,16 @@ class FlatLayout:
         self.padded = padded_numel(self.numel, world_size)
         self.chunk_numel = self.padded // world_size
 
-    def flatten(self, tensors, dtype: torch.dtype | None = None) -> torch.Tensor:
-        """One new (padded,) tensor: the tensors (None: zeros) one after another, then zeros."""
+    def flatten(self, tensors, dtype: torch.dtype | None = None, device=None) -> torch.Tensor:
+        """One new (padded,) tensor on `device` (default: the first tensor's, else the CPU): the tensors
+        (None: zeros) one after another, then zeros."""
         tensors = list(tensors)
         if len(tensors) != len(self.shapes):
             raise ValueError(f"flatten: got {len(tensors)} tensors for a layout of {len(self.shapes)}")
         first = next((t for t in tensors if t is not None), None)
         dtype = dtype or (first.dtype if first is not None else torch.get_default_dtype())
-        out = torch.zeros(self.padded, dtype=dtype)
+        device = device if device is not None else (first.device if first is not None else None)
+        out = torch.zeros(self.padded, dtype=dtype, device=device)
         for t, off, n, shape in zip(tensors, self.offsets, self.numels, self.shapes):
             if t is None:
                 continue

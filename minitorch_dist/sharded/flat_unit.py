@@ -39,7 +39,8 @@ class FlatParamUnit:
     Attributes: spec (the policy Unit), group, layout (FlatLayout of the unit's slots), shard
     (nn.Parameter, layout.chunk_numel elements), full (leaf tensor of layout.padded elements,
     requires grad, storage 0 bytes while freed), gathered (bool), handle (an async all-gather in
-    flight, or None), compute_dtype, mixed (compute_dtype differs from the shard's).
+    flight, or None), compute_dtype, mixed (compute_dtype differs from the shard's). Everything
+    lives on the parameters' device, group.device (torch.empty(..., device=flat.device)).
     """
 
     def __init__(self, spec: Unit, group, compute_dtype: torch.dtype | None = None):

@@ -21,6 +21,8 @@ freed (param.grad = None), so a rank never keeps more than a bucket of full grad
 
 At construction every rank takes rank 0's parameters (a broadcast), so ranks that started from
 different random weights train one model. Frozen parameters (requires_grad False) are left out.
+Buffers go on the parameters' device, group.device (a GPU on backend nccl): FlatLayout.flatten(...,
+device=self.shard.device) when every gradient of a bucket may be None.
 """
 
 from __future__ import annotations

@@ -39,7 +39,7 @@ def _make_dp(case: Case, model, group):
 def _dp_step(case: Case, ddp, model, opt, group, step: int) -> dict:
     """One data-parallel step on this rank's part of the global batch; what happened in it."""
     x, y = global_batch(case, step)
-    x, y = local_part(x, group.rank, group.size), local_part(y, group.rank, group.size)
+    x, y = (local_part(t, group.rank, group.size).to(group.device) for t in (x, y))
     first_event, before = len(group.events), _counts(group)
     opt.zero_grad(set_to_none=True)
     in_no_sync = 0
@@ -65,7 +65,7 @@ def _dp_step(case: Case, ddp, model, opt, group, step: int) -> dict:
 def run_dp(case: Case, group) -> dict:
     """A data-parallel run; edge "outside": rank r starts from its own weights (seed r), the wrapper's
     .module and named_parameters() are reported, and the parameters after every step."""
-    model = build_model(case, seed=group.rank if case.edge == "outside" else 0)
+    model = build_model(case, seed=group.rank if case.edge == "outside" else 0).to(group.device)
     ddp = _make_dp(case, model, group)
     opt = make_optimizer(case, model)
     steps, flats = [], []
@@ -82,13 +82,13 @@ def run_dp(case: Case, group) -> dict:
 
 def run_ps(case: Case, group) -> dict:
     from minitorch_dist.data_parallel import ParameterServer
-    model = build_model(case)
+    model = build_model(case).to(group.device)
     opt = make_optimizer(case, model) if group.rank == 0 else None
     ps = ParameterServer(model, group, cross_entropy, opt)
     first_event, steps = len(group.events), []
     for s in range(case.steps):
         before = _counts(group)
-        x, y = global_batch(case, s) if group.rank == 0 else (None, None)
+        x, y = [t.to(group.device) for t in global_batch(case, s)] if group.rank == 0 else (None, None)
         loss = ps.step(x, y)
         steps.append({**_delta(_counts(group), before), "loss": loss})
     peers = sorted({e.peer for e in group.events[first_event:] if e.op in P2P and e.group == "world"})
@@ -99,7 +99,7 @@ def run_ps(case: Case, group) -> dict:
 
 def run_ring_gossip(case: Case, group) -> dict:
     from minitorch_dist.gossip import ring_gossip_
-    x = gossip_value(group.rank)
+    x = gossip_value(group.rank).to(group.device)
     ret = ring_gossip_(x, group)
     return {"x": x, "ret_is_x": ret is x}
 
@@ -115,8 +115,9 @@ def run_push_sum(case: Case, group) -> dict:
     if case.seed in (0, 2):
         x = 8.0 * (torch.arange(12, dtype=torch.float64) + 5 * group.rank * group.rank).reshape(3, 4)
     else:
-        x = torch.randn(3, 4, generator=g, dtype=torch.float64)
-    w = torch.full((1,), 0.5 + group.rank % 2 if case.seed == 2 else 1.0, dtype=torch.float64)
+        x = torch.randn(3, 4, generator=g, dtype=torch.float64)       # drawn on the CPU: the same on any device
+    x = x.to(group.device)
+    w = torch.full((1,), 0.5 + group.rank % 2 if case.seed == 2 else 1.0, dtype=torch.float64, device=group.device)
     xs, ws = [x.clone()], [w.clone()]
     for k in range(case.start, case.start + case.steps):
         push_sum_step_(x, w, group, k)
@@ -128,7 +129,7 @@ def run_push_sum(case: Case, group) -> dict:
 def run_decentralized(case: Case, group) -> dict:
     """DPSGD or SGP: rank r starts from its own model (seed r) and trains on its own batches."""
     from minitorch_dist.gossip import DPSGD, SGP
-    model = build_model(case, seed=group.rank)
+    model = build_model(case, seed=group.rank).to(group.device)
     trainer = (DPSGD if case.kind == "dpsgd" else SGP)(
         model, group, cross_entropy, lr=case.lr)
     w = initial_weights(case, group.size)[group.rank]
@@ -137,7 +138,7 @@ def run_decentralized(case: Case, group) -> dict:
         trainer.x.mul_(w)
     flats, losses = [flat_all(model)], []
     for s in range(case.steps):
-        losses.append(trainer.step(*own_batch(case, group.rank, s)))
+        losses.append(trainer.step(*[t.to(group.device) for t in own_batch(case, group.rank, s)]))
         flats.append(flat_all(model))
     extra = {"w": trainer.w.clone()} if case.kind == "sgp" else {}
     keep = flats if case.steps <= 4 else [flats[0], flats[-1]]
@@ -146,7 +147,7 @@ def run_decentralized(case: Case, group) -> dict:
 
 def run_moshpit(case: Case, group) -> dict:
     from minitorch_dist.gossip import moshpit_average_
-    x = gossip_value(group.rank)
+    x = gossip_value(group.rank).to(group.device)
     try:
         ret = moshpit_average_(x, group, side=2)
     except ValueError as exc:                     # expected when p is not a power of the side
@@ -166,7 +167,7 @@ def run_cases_on_rank(group, cases: list[Case]) -> list[dict]:
 def rank_bucketed_rank_dies(group, die_rank: int, die_step: int, steps: int = 6):
     """Rank code: BucketedDDP training in which rank `die_rank` exits (os._exit) at step `die_step`."""
     case = Case("bucketed", model="deep", bucket_kb=64)
-    model = build_model(case)
+    model = build_model(case).to(group.device)
     ddp = _make_dp(case, model, group)
     opt = make_optimizer(case, model)
     for s in range(steps):

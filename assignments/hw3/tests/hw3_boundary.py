@@ -98,9 +98,9 @@ def run_boundary(case, group, counts) -> dict:
     if group.rank > 1:
         return {}
     forward, backward = (make_compressor(s) for s in LINKS[case.kind])
-    stage = cp.split_char_transformer(boundary_model(), case.param)[group.rank]
+    stage = cp.split_char_transformer(boundary_model().to(group.device), case.param)[group.rank]
     link = _Recorder(cp.CompressedBoundary(group, 1 - group.rank, forward, backward))
-    idx, targets = batch(case.param)
+    idx, targets = (t.to(group.device) for t in batch(case.param))
     before = counts(group)
     loss = cp.two_stage_step(group, stage, idx, targets, link)
     after = counts(group)
@@ -125,7 +125,7 @@ def lowrank_input(case) -> torch.Tensor:
 
 def run_lowrank(case, group) -> dict:
     from minitorch_dist.compression import LowRank
-    x = lowrank_input(case)
+    x = lowrank_input(case).to(group.device)
     comp = LowRank(case.param, x.shape[1], seed=case.n)
     payload = tuple(comp.compress(x.reshape(-1).clone()))
     return {"x_hat": comp.decompress(payload, x.numel(), x.dtype), "payload": list(payload)}
@@ -135,10 +135,11 @@ def run_bad_boundary(case, group) -> dict:
     """The valid calls run first (a stub fails there); then each bad call, caught and reported."""
     from minitorch_dist import compression as cp
     from assignments.common.rank_runs import attempt
-    x = torch.linspace(-2, 3, 12, dtype=torch.float64)
+    x = torch.linspace(-2, 3, 12, dtype=torch.float64, device=group.device)
     cp.LowRank(2, 4).decompress(cp.LowRank(2, 4).compress(x), 12, x.dtype)
-    bad = torch.ones(2, 3, 4, dtype=torch.float64)
-    bad.view(-1)[[1, 4, 7]] = torch.tensor([float("nan"), float("inf"), float("-inf")], dtype=torch.float64)
+    bad = torch.ones(2, 3, 4, dtype=torch.float64, device=group.device)
+    bad.view(-1)[[1, 4, 7]] = torch.tensor([float("nan"), float("inf"), float("-inf")], dtype=torch.float64,
+                                           device=group.device)
     link = cp.CompressedBoundary(group, 1 - group.rank, cp.Identity())
     tries = [("LowRank(0, cols=4)", lambda: cp.LowRank(0, 4)), ("LowRank(2, cols=0)", lambda: cp.LowRank(2, 0)),
              ("LowRank(2, cols=5).compress(x of 12 elements)", lambda: cp.LowRank(2, 5).compress(x)),
@@ -148,7 +149,8 @@ def run_bad_boundary(case, group) -> dict:
              (f"CompressedBoundary(group, peer={group.size}, ...)",
               lambda: cp.CompressedBoundary(group, group.size, cp.Identity())),
              ("send_gradient(a received activation whose backward never ran)",
-              lambda: link.send_gradient(torch.zeros(2, 3, dtype=torch.float64, requires_grad=True))),
+              lambda: link.send_gradient(torch.zeros(2, 3, dtype=torch.float64, device=group.device,
+                                                     requires_grad=True))),
              ("split_char_transformer(model, boundary=4) of a 3-block model",
               lambda: cp.split_char_transformer(boundary_model(), 4))]
     if group.rank == 0:

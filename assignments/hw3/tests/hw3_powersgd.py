@@ -49,13 +49,13 @@ def flags(case) -> tuple[bool, bool]:
     return "ef" in on, "warm" in on
 
 
-def train(model, step_fn, rank: int, steps: int) -> list[list[torch.Tensor]]:
-    """SGD steps; step_fn() runs after backward (finish the synchronization); per step the grads."""
+def train(model, step_fn, rank: int, steps: int, device="cpu") -> list[list[torch.Tensor]]:
+    """SGD steps on `device`; step_fn() runs after backward (finish the synchronization); per step the grads."""
     opt = torch.optim.SGD(model.parameters(), lr=LR)
     out = []
     for step in range(steps):
         opt.zero_grad(set_to_none=True)
-        x, y = batch(rank, step)
+        x, y = (t.to(device) for t in batch(rank, step))
         nn.functional.mse_loss(model(x), y).backward()
         step_fn()
         out.append([p.grad.detach().clone() for p in model.parameters()])
@@ -109,7 +109,7 @@ def _hook(case, group):
 def run_hooked(case, group, counts) -> dict:
     """Our HookedDDP for case.n steps: per step the averaged grads and the collectives' calls and bytes."""
     from minitorch_dist.compression import HookedDDP
-    model = HookedDDP(tiny_mlp(), group, bucket_size_mb=25)
+    model = HookedDDP(tiny_mlp().to(group.device), group, bucket_size_mb=25)
     if case.kind != "allreduce_ddp":
         model.register_comm_hook(*_hook(case, group))
     comm, last = [], [counts(group)]
@@ -119,7 +119,7 @@ def run_hooked(case, group, counts) -> dict:
         now = counts(group)
         comm.append({k: v - last[0][k] for k, v in now.items()})
         last[0] = now
-    grads = train(model, finish, group.rank, case.n)
+    grads = train(model, finish, group.rank, case.n, group.device)
     return {"grads": grads, "comm": comm, "shapes": [list(p.shape) for p in model.parameters()]}
 
 
@@ -138,7 +138,7 @@ def run_rank1(case, group, counts) -> dict:
     start) on a bucket whose mean gradient has that rank."""
     from minitorch_dist.compression import GradBucket, PowerSGDState, powersgd_hook
     params = []
-    for g in reversed(rank1_grads(group.rank, case.param)):            # bucket order: the last parameter first
+    for g in reversed([g.to(group.device) for g in rank1_grads(group.rank, case.param)]):   # bucket order: the last first
         params.append(nn.Parameter(torch.zeros_like(g)))
         params[-1].grad = g.clone()
     state = PowerSGDState(group, matrix_approximation_rank=case.param, start_powerSGD_iter=0,
@@ -161,7 +161,7 @@ def run_orthogonalize(case, group) -> dict:
     from minitorch_dist.compression import orthogonalize_
     outs = []
     for x, eps in zip(orthogonalize_inputs(case.n, case.param), (0.0, 1e-3, 0.0)):
-        y = x.clone()
+        y = x.to(group.device).clone()
         back = orthogonalize_(y, eps)
         outs.append({"out": y, "returned_same": back is y})
     return {"outs": outs}

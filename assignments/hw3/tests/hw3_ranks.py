@@ -45,7 +45,7 @@ def make(kind: str, param: int):
 
 def run_round_trip(case: Case, group) -> dict:
     """compress then decompress this rank's input, locally (no communication)."""
-    x = inputs(case, group.rank)
+    x = inputs(case, group.rank).to(group.device)
     comp = make(case.kind, case.param)
     payload = tuple(comp.compress(x.clone()))
     x_hat = comp.decompress(payload, x.numel(), x.dtype)
@@ -56,7 +56,7 @@ def run_all_reduce(case: Case, group) -> dict:
     """The compressed all-reduce of this rank's input, what this rank's own payload decompresses to,
     and the collectives it took."""
     from minitorch_dist.compression import compressed_all_reduce
-    x = inputs(case, group.rank)
+    x = inputs(case, group.rank).to(group.device)
     mine = make(case.kind, case.param)
     mine = mine.decompress(mine.compress(x.clone()), x.numel(), x.dtype)
     before = counts(group)
@@ -70,7 +70,7 @@ def run_all_reduce(case: Case, group) -> dict:
         return {"out": out, "mine": mine, "comm": _delta(counts(group), before)}
     steps = []
     for step in range(RANDOMK_STEPS):                    # random-k: the indices of each step, and the result
-        xs = inputs(case, group.rank, step)
+        xs = inputs(case, group.rank, step).to(group.device)
         values, indices = comp.compress(xs.clone())
         out = comp.aggregate((values, indices), xs.numel(), xs.dtype, group, case.op)
         steps.append({"indices": indices.clone(), "values": values.clone(), "out": out})
@@ -83,7 +83,7 @@ def run_error_feedback(case: Case, group) -> dict:
     ef = ErrorFeedback(make(case.kind, case.param))
     before, steps = counts(group), []
     for step in range(EF_STEPS):
-        g = inputs(case, group.rank, step)
+        g = inputs(case, group.rank, step).to(group.device)
         out = ef.all_reduce("w", g.view(case.n // 4, 4) if case.n % 4 == 0 else g, group, "sum")
         steps.append({"out": out.reshape(-1).clone(), "error": ef.error("w").clone()})
     return {"steps": steps, "comm": _delta(counts(group), before)}
@@ -92,11 +92,12 @@ def run_error_feedback(case: Case, group) -> dict:
 def run_quadratic(case: Case, group) -> dict:
     """Plain and error-feedback signSGD, the same steps from x = 0: both final iterates."""
     from minitorch_dist.compression import ErrorFeedback, SignQuantizer, compressed_all_reduce
-    a, c = quadratic(group.size, group.rank)
+    a, c = (t.to(group.device) for t in quadratic(group.size, group.rank))
     q = QUADRATIC
     finals = {}
     for mode in ("ef", "plain"):
-        x, ef = torch.zeros(q["dim"], dtype=torch.float64), ErrorFeedback(SignQuantizer(q["chunk"]))
+        x, ef = (torch.zeros(q["dim"], dtype=torch.float64, device=group.device),
+                 ErrorFeedback(SignQuantizer(q["chunk"])))
         for t in range(q["steps"]):
             g = a * (x - c)
             update = (ef.all_reduce("x", g, group) if mode == "ef"
@@ -109,9 +110,9 @@ def run_quadratic(case: Case, group) -> dict:
 def run_bad_input(case: Case, group) -> dict:
     """The valid call runs first (a stub fails here); then each bad call, caught and reported."""
     from minitorch_dist import compression as cp
-    x = torch.linspace(-2, 3, 10, dtype=torch.float64)
+    x = torch.linspace(-2, 3, 10, dtype=torch.float64, device=group.device)
     bad = x.clone()
-    bad[[1, 4, 7]] = torch.tensor([float("nan"), float("inf"), float("-inf")], dtype=torch.float64)
+    bad[[1, 4, 7]] = torch.tensor([float("nan"), float("inf"), float("-inf")], dtype=torch.float64, device=group.device)
     if case.kind == "bad_quantize":
         cp.compressed_all_reduce(x, group, cp.Uint8Quantizer(4))
         tries = [("compressed_all_reduce(x with 3 non-finite values, group, Uint8Quantizer(4))",

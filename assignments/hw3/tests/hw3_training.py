@@ -36,11 +36,11 @@ def _tokens():
     return CharTokenizer(text).encode(text)
 
 
-def _train(model, rows, finish, average) -> list[float]:
+def _train(model, rows, finish, average, device="cpu") -> list[float]:
     from minitorch_dist.data import char_batches
     tokens, opt, losses = _tokens(), torch.optim.SGD(model.parameters(), lr=CHAR["lr"]), []
     for step in range(CHAR["steps"]):
-        x, y = char_batches(tokens, CHAR["batch"], CHAR["seq"], step)
+        x, y = (t.to(device) for t in char_batches(tokens, CHAR["batch"], CHAR["seq"], step))
         opt.zero_grad(set_to_none=True)
         loss = F.cross_entropy(model(x[rows]).flatten(0, 1), y[rows].flatten())
         loss.backward()
@@ -53,7 +53,7 @@ def _train(model, rows, finish, average) -> list[float]:
 def run_char_training(case, group) -> dict:
     from minitorch_dist import compression as cp
     from minitorch_dist.data import local_part
-    model = cp.HookedDDP(_model(), group, bucket_size_mb=25)
+    model = cp.HookedDDP(_model().to(group.device), group, bucket_size_mb=25)
     if case.data == "powersgd":
         model.register_comm_hook(cp.PowerSGDState(group, matrix_approximation_rank=2, start_powerSGD_iter=2),
                                  cp.powersgd_hook)
@@ -61,9 +61,9 @@ def run_char_training(case, group) -> dict:
         k = sum(p.numel() for p in model.parameters()) * CHAR["k_per_mille"] // 1000
         model.register_comm_hook(cp.CompressionState(group, cp.TopK(k), error_feedback=case.data == "topk_ef"),
                                  cp.compression_hook)
-    rows = local_part(torch.arange(CHAR["batch"]), group.rank, group.size)
+    rows = local_part(torch.arange(CHAR["batch"], device=group.device), group.rank, group.size)
     return {"losses": _train(model, rows, model.finish_gradient_synchronization,
-                             lambda t: group.all_reduce(t, "avg").item())}
+                             lambda t: group.all_reduce(t, "avg").item(), group.device)}
 
 
 def uncompressed_losses() -> list[float]:

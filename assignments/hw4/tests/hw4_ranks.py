@@ -32,7 +32,7 @@ def build_tp(kind: str, model, group):
         return None, lambda m, x: op(x, group)
     if kind.startswith("xent"):
         start = group.rank * (model.vocab_size // group.size)
-        return None, lambda m, x: tp.vocab_parallel_cross_entropy(x, targets(), start, group)
+        return None, lambda m, x: tp.vocab_parallel_cross_entropy(x, targets().to(group.device), start, group)
     dense, _ = dense_piece(kind, model)
     if kind.startswith("column"):
         piece = tp.ColumnParallelLinear(dense, group, gather_output=kind == "column_gather",
@@ -51,7 +51,7 @@ def build_tp(kind: str, model, group):
         piece = tp.VocabParallelEmbedding(dense, group)
     else:
         piece = tp.ParallelCharTransformer(model, group)
-        return piece, lambda m, x: m.loss(x, targets())
+        return piece, lambda m, x: m.loss(x, targets().to(group.device))
     return piece, lambda m, x: m(x)
 
 
@@ -59,15 +59,16 @@ def run_piece(case: Case, group) -> dict:
     """Forward and backward of one piece on this rank; outputs, gradients, counts per pass."""
     kind, p, r = case.kind, group.size, group.rank
     cfg = config_for(p)
-    piece, forward = build_tp(kind, build_dense(cfg), group)
+    piece, forward = build_tp(kind, build_dense(cfg).to(group.device), group)
     x = reduce_input(r) if kind == "reduce" else view(dense_input(kind, cfg), IN_VIEW.get(kind, "full"), r, p)
+    x = x.to(group.device)                      # built on the CPU (the same numbers on any device), then moved
     if x.is_floating_point():
         x = x.clone().requires_grad_()
     before = counts(group)
     out = forward(piece, x)
     middle = counts(group)
     w = loss_weight(kind, cfg, r)
-    (out if w is None else (out * view(w, OUT_VIEW.get(kind, "full"), r, p)).sum()).backward()
+    (out if w is None else (out * view(w, OUT_VIEW.get(kind, "full"), r, p).to(group.device)).sum()).backward()
     after = counts(group)
     params = dict(piece.named_parameters()) if piece is not None else {}
     report = {"out": out.detach(), "x_grad": x.grad, "fwd": _delta(middle, before), "bwd": _delta(after, middle),
@@ -83,15 +84,16 @@ def _valid_and_bad(kind: str, cfg: str, group):
     from torch import nn
 
     from minitorch_dist import tensor_parallel as tp
-    model = build_dense(cfg)
+    model = build_dense(cfg).to(group.device)
     block, c = model.blocks[0], model.d_model
-    x = dense_input("block", cfg)
+    x = dense_input("block", cfg).to(group.device)
     if kind == "bad_column":
         return lambda: tp.ColumnParallelLinear(block.fc, group)(x), lambda: tp.ColumnParallelLinear(
             nn.Linear(c, BAD_WIDTH).double(), group)
     if kind == "bad_row":
-        return lambda: tp.RowParallelLinear(block.fc_proj, group, input_is_parallel=False)(
-            dense_input("row", cfg)), lambda: tp.RowParallelLinear(nn.Linear(BAD_WIDTH, c).double(), group)
+        row = dense_input("row", cfg).to(group.device)
+        return lambda: tp.RowParallelLinear(block.fc_proj, group, input_is_parallel=False)(row), \
+            lambda: tp.RowParallelLinear(nn.Linear(BAD_WIDTH, c).double(), group)
     if kind == "bad_hidden":
         return lambda: tp.ParallelMLP(block.fc, block.fc_proj, group)(x), lambda: tp.ParallelMLP(
             nn.Linear(c, BAD_WIDTH).double(), nn.Linear(BAD_WIDTH, c).double(), group)
@@ -100,7 +102,8 @@ def _valid_and_bad(kind: str, cfg: str, group):
         bad = build_dense("B", n_heads=heads).blocks[0]
         return lambda: tp.ParallelBlock(block, group)(x), lambda: tp.ParallelBlock(bad, group)
     bad = build_dense(cfg, vocab=BAD_WIDTH)
-    return (lambda: tp.ParallelCharTransformer(model, group).loss(dense_input("model", cfg), targets()),
+    return (lambda: tp.ParallelCharTransformer(model, group).loss(dense_input("model", cfg).to(group.device),
+                                                                  targets().to(group.device)),
             lambda: tp.ParallelCharTransformer(bad, group))
 
 

@@ -23,13 +23,13 @@ def counts(group) -> dict:
 
 
 def _nbytes(shape, dtype) -> int:
-    return torch.empty(shape, dtype=dtype).nbytes
+    return torch.empty(shape, dtype=dtype, device="meta").nbytes
 
 
 def _train(group, step, params, case: Case, size: int) -> dict:
     """STEPS steps of step(x, y) -> loss; losses, (start, end) times and the messages they took."""
     opt = torch.optim.SGD(params, lr=LR, momentum=MOMENTUM)
-    x, y = batch(case.model, size)
+    x, y = (t.to(group.device) for t in batch(case.model, size))
     losses, times = [], []
     before = counts(group)
     for _ in range(STEPS):
@@ -47,6 +47,7 @@ def run_interleaved(case: Case, group) -> dict:
     from minitorch_dist import pipeline as pp
     p, v = group.size, CHUNKS
     modules, specs = stage_parts(case.model, p * v, case.m)
+    modules = [m.to(group.device) for m in modules]
     stage_time = tuple(t / v for t in STAGE_TIME) if group.backend == "sim" else None
     chunks = pp.chunk_stages(modules, specs, group, v, loss_fn=loss_fn, stage_time=stage_time,
                              post_ahead=group.backend != "sim")
@@ -82,7 +83,8 @@ def run_data_parallel(case: Case, group) -> dict:
     replicas = group.size // GRID_STAGES
     stages, specs = stage_parts(case.model, GRID_STAGES, replicas * case.m)
     j = pipe.rank
-    stage = pp.PipelineStage(stages[j], pipe, specs[j], loss_fn=loss_fn if j == GRID_STAGES - 1 else None)
+    stage = pp.PipelineStage(stages[j].to(group.device), pipe, specs[j],
+                             loss_fn=loss_fn if j == GRID_STAGES - 1 else None)
     lanes = pp.one_f_one_b_schedule(GRID_STAGES, case.m)
     out = _train(group, lambda x, y, opt: pp.data_parallel_step(stage, data, lanes, x, y, opt, case.m),
                  list(stage.module.parameters()), case, MICRO[case.model] * replicas * case.m)
@@ -91,7 +93,7 @@ def run_data_parallel(case: Case, group) -> dict:
                param_bytes=sum(prm.nbytes for prm in stage.module.parameters()),
                in_bytes=_nbytes(stage.spec.in_shape, stage.spec.in_dtype),
                out_bytes=_nbytes(stage.spec.out_shape, stage.spec.out_dtype), left_in_stash=len(stage.stash))
-    x, _ = batch(case.model, MICRO[case.model] * replicas * case.m)
+    x = batch(case.model, MICRO[case.model] * replicas * case.m)[0].to(group.device)
     try:                                 # a batch the replicas do not divide: a clear error
         pp.replica_share(x[:-1], data)
         out["bad_share"] = (None, "")

@@ -25,7 +25,7 @@ def make_stage(case: Case, group, m: int | None = None):
     from minitorch_dist.pipeline import PipelineStage
     stages, specs = stage_parts(case.model, group.size, m or case.m)
     j = group.rank
-    return PipelineStage(stages[j], group, specs[j], loss_fn=loss_fn if j == group.size - 1 else None,
+    return PipelineStage(stages[j].to(group.device), group, specs[j], loss_fn=loss_fn if j == group.size - 1 else None,
                          checkpoint=case.kind.startswith("ckpt"),
                          stage_time=STAGE_TIME if group.backend == "sim" else None,
                          post_ahead=group.backend != "sim")      # sim: receives posted when needed
@@ -48,10 +48,10 @@ def step_function(kind: str, p: int, m: int, validate: bool = True):
 def one_microbatch_bytes(stage, case: Case) -> int:
     """Bytes autograd saves for one micro-batch's forward on this stage (and its loss on the last)."""
     spec = stage.spec
-    x = torch.zeros(spec.in_shape, dtype=spec.in_dtype)
+    x = torch.zeros(spec.in_shape, dtype=spec.in_dtype, device=stage.group.device)
     if not stage.is_first and x.is_floating_point():
         x.requires_grad_()
-    target = split_microbatches(batch(case.model, batch_size(case))[1], case.m)[0]
+    target = split_microbatches(batch(case.model, batch_size(case))[1], case.m)[0].to(stage.group.device)
     with SavedBytes() as meter:
         out = stage.module(x)
         if stage.is_last:
@@ -64,7 +64,7 @@ def run_training(case: Case, group) -> dict:
     """STEPS steps of the case's schedule on this rank's stage."""
     stage = make_stage(case, group)
     opt = torch.optim.SGD(stage.module.parameters(), lr=LR, momentum=MOMENTUM)
-    x, y = batch(case.model, batch_size(case))
+    x, y = (t.to(group.device) for t in batch(case.model, batch_size(case)))
     step = step_function(case.kind, group.size, case.m)
     one = one_microbatch_bytes(stage, case)
     meter, losses, peaks, times, events = SavedBytes(), [], [], [], []
@@ -89,7 +89,7 @@ def run_training(case: Case, group) -> dict:
 
 
 def _nbytes(shape, dtype) -> int:
-    return torch.empty(shape, dtype=dtype).nbytes
+    return torch.empty(shape, dtype=dtype, device="meta").nbytes
 
 
 def run_bad_batch(case: Case, group) -> dict:
@@ -97,9 +97,9 @@ def run_bad_batch(case: Case, group) -> dict:
     stage = make_stage(Case(case.kind, case.model, 2), group)
     opt = torch.optim.SGD(stage.module.parameters(), lr=LR)
     step = step_function(case.kind, group.size, 2)
-    x, y = batch(case.model, batch_size(Case(case.kind, case.model, 2)))
+    x, y = (t.to(group.device) for t in batch(case.model, batch_size(Case(case.kind, case.model, 2))))
     step(stage, x, y, opt, 2)
-    odd_x, odd_y = batch(case.model, batch_size(Case(case.kind, case.model, 2)) + 1)
+    odd_x, odd_y = (t.to(group.device) for t in batch(case.model, batch_size(Case(case.kind, case.model, 2)) + 1))
     try:
         step(stage, odd_x, odd_y, opt, 2)
     except NotImplementedError:

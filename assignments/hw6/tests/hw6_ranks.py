@@ -30,9 +30,9 @@ def build(case: Case, group, times: dict):
     """(model to call, optimizer, FullyShardedModel or None) for the case on this rank; the forward
     timing hooks go on the blocks before FSDP's own hooks."""
     from minitorch_dist.sharded import make_unit
-    model = build_model(case, seed=0 if case.init == "same" else group.rank)
+    model = build_model(case, seed=0 if case.init == "same" else group.rank).to(group.device)
     _time_blocks(model, group, times)
-    cls_kwargs = make_optimizer(case, [torch.zeros(1, requires_grad=True)])
+    cls_kwargs = make_optimizer(case, [torch.zeros(1, device=group.device, requires_grad=True)])
     cls, kwargs = type(cls_kwargs), {k: cls_kwargs.defaults[k] for k in ("lr", "weight_decay", "momentum")
                                      if k in cls_kwargs.defaults}
     if case.stage == "ddp":
@@ -104,7 +104,7 @@ def run_training(case: Case, group) -> dict:
     tracker = times["tracker"] = MemoryTracker(model, opt)
     steps, losses, grad_dtypes = [], [], []
     for step in range(case.steps):
-        x, y = batch(case, step, group.rank, group.size)
+        x, y = (t.to(group.device) for t in batch(case, step, group.rank, group.size))
         tracker.reset_peaks()
         before, events_from = counts(group), len(group.events)
         with tracker.saved_activations():
@@ -130,7 +130,7 @@ def run_training(case: Case, group) -> dict:
         del loss
     report = {"steps": steps, "losses": losses, "params": _full_params(case, group, model, fsdp),
               "shard_numels": [u.shard.numel() for u in fsdp.units] if fsdp is not None else
-              [getattr(opt, "shard", torch.zeros(0)).numel()]}
+              [getattr(opt, "shard", torch.zeros(0, device=group.device)).numel()]}
     if fsdp is not None:
         report["dtypes"] = {"shards": sorted({str(u.shard.dtype) for u in fsdp.units}), "grads": grad_dtypes,
                             "full": sorted({str(u.full.dtype) for u in fsdp.units})}
@@ -151,11 +151,11 @@ def run_bad_input(case: Case, group) -> dict:
     from minitorch_dist.sharded import FullyShardedModel, HybridShardedModel, ZeroOptimizer
     if case.stage == "bad_hsdp":
         run_training(Case("hsdp", model="tiny", steps=1, shard_size=1), group)
-        return attempt(lambda: HybridShardedModel(build_model(case), group, case.shard_size))
+        return attempt(lambda: HybridShardedModel(build_model(case).to(group.device), group, case.shard_size))
     run_training(Case("zero1" if case.stage == "bad_zero" else "fsdp", steps=1), group)
     if case.stage == "bad_zero":
-        return attempt(lambda: ZeroOptimizer(build_model(case).parameters(), "adamw", group, lr=0.1))
-    return attempt(lambda: FullyShardedModel(nn.Linear(3, 3), group))
+        return attempt(lambda: ZeroOptimizer(build_model(case).to(group.device).parameters(), "adamw", group, lr=0.1))
+    return attempt(lambda: FullyShardedModel(nn.Linear(3, 3, device=group.device), group))
 
 
 def run_cases_on_rank(group, cases: list[Case]) -> list[dict]:

@@ -35,7 +35,8 @@ class LowRank(Compressor):
 
     Shapes: x (n,), n a multiple of cols -> payload (P (n / cols, r), Q (cols, r)) of x's dtype.
     Steps:  1. M = x.view(rows, cols); Q0 = randn(cols, r) from torch.Generator().manual_seed(seed),
-               in x's dtype (the same start every call: an activation has no last step to warm from);
+               in x's dtype (the same start every call: an activation has no last step to warm from),
+               drawn on the CPU and moved to x's device (group.device);
             2. P = M Q0; orthogonalize_(P) (Gram-Schmidt, task 3.4);
             3. Q = M^T P.  Decompression: P Q^T, flattened.
     A matrix of rank <= r comes back exactly (up to rounding); others lose what lies outside span(P).
@@ -61,7 +62,7 @@ class LowRank(Compressor):
             raise ValueError(f"LowRank: rank={self.rank} is larger than min(rows, cols) = {min(matrix.shape)} "
                              f"of the {tuple(matrix.shape)} matrix; use rank <= {min(matrix.shape)}")
         gen = torch.Generator().manual_seed(self.seed)
-        q0 = torch.randn(self.cols, self.rank, generator=gen, dtype=x.dtype)       # (cols, r)
+        q0 = torch.randn(self.cols, self.rank, generator=gen, dtype=x.dtype).to(x.device)   # (cols, r)
         p = orthogonalize_(matrix @ q0)                                            # (rows, r)
         q = matrix.t() @ p                                                         # (cols, r)
         return p, q
@@ -112,7 +113,8 @@ class CompressedBoundary:
         return it with `shape`, as a leaf that requires grad (stage 1's backward fills its .grad)."""
         # BEGIN SOLUTION  (HW3 task 3.6)
         numel = int(torch.Size(shape).numel())
-        payload = recv_payload(self.group, payload_like(self.forward, numel, dtype), self.peer, ACTIVATION_TAG)
+        buffers = payload_like(self.forward, numel, dtype, self.group.device)
+        payload = recv_payload(self.group, buffers, self.peer, ACTIVATION_TAG)
         return self.forward.decompress(payload, numel, dtype).reshape(shape).requires_grad_(True)
         # END SOLUTION
 
@@ -135,7 +137,7 @@ class CompressedBoundary:
         activation's shape, run activation.backward with it, and return it (the gradient applied)."""
         # BEGIN SOLUTION  (HW3 task 3.6)
         numel = activation.numel()
-        buffers = payload_like(self.backward, numel, activation.dtype)
+        buffers = payload_like(self.backward, numel, activation.dtype, activation.device)
         payload = recv_payload(self.group, buffers, self.peer, GRADIENT_TAG)
         grad = self.backward.decompress(payload, numel, activation.dtype).reshape(activation.shape)
         activation.backward(grad)

@@ -18,6 +18,9 @@ rank's all-gather input is the payload, b = n + 8 ceil(n/c) bytes (uint8) or cei
 (sign); on a ring each rank sends and receives (p-1) b bytes, against 2 (p-1)/p n s for a dense
 ring all-reduce. The payload is about s times (uint8) or 8 s times (sign) smaller, but the gather
 grows with p: it pays while (p-1) b < 2 (p-1)/p n s, i.e. p < 2 s n / b.
+
+Allocate on the data's device, which is group.device (a GPU on backend nccl): device=x.device in
+compress, the payload's device in decompress, chunk_ids(n, chunk, x.device).
 """
 
 from __future__ import annotations
@@ -53,9 +56,9 @@ class Uint8Quantizer(Compressor):
         # BEGIN SOLUTION  (HW3 task 3.1)
         x = x.reshape(-1)
         n, m = x.numel(), num_chunks(x.numel(), self.chunk)
-        ids = chunk_ids(n, self.chunk)                                             # (n,)
-        lo = torch.full((m,), float("inf"), dtype=x.dtype).scatter_reduce(0, ids, x, "amin")
-        hi = torch.full((m,), float("-inf"), dtype=x.dtype).scatter_reduce(0, ids, x, "amax")
+        ids = chunk_ids(n, self.chunk, x.device)                                   # (n,)
+        lo = torch.full((m,), float("inf"), dtype=x.dtype, device=x.device).scatter_reduce(0, ids, x, "amin")
+        hi = torch.full((m,), float("-inf"), dtype=x.dtype, device=x.device).scatter_reduce(0, ids, x, "amax")
         zero = lo.to(torch.float32)                                                # (m,)
         scale = ((hi - lo) / (LEVELS - 1)).to(torch.float32)                       # (m,)
         step = scale.to(x.dtype)[ids]                                              # (n,)
@@ -68,7 +71,7 @@ class Uint8Quantizer(Compressor):
         """Shapes: the payload of n elements -> (n,) of dtype: zero + q * scale per chunk."""
         # BEGIN SOLUTION  (HW3 task 3.1)
         q, scale, zero = payload
-        ids = chunk_ids(numel, self.chunk)
+        ids = chunk_ids(numel, self.chunk, q.device)
         return zero.to(dtype)[ids] + q.to(dtype) * scale.to(dtype)[ids]
         # END SOLUTION
 
@@ -97,13 +100,13 @@ class SignQuantizer(Compressor):
         # BEGIN SOLUTION  (HW3 task 3.1)
         x = x.reshape(-1)
         n, m = x.numel(), num_chunks(x.numel(), self.chunk)
-        ids = chunk_ids(n, self.chunk)
-        sums = torch.zeros(m, dtype=x.dtype).index_add_(0, ids, x.abs())           # (m,)
+        ids = chunk_ids(n, self.chunk, x.device)
+        sums = torch.zeros(m, dtype=x.dtype, device=x.device).index_add_(0, ids, x.abs())   # (m,)
         counts = torch.bincount(ids, minlength=m).to(x.dtype)                      # (m,)
         scale = (sums / counts.clamp(min=1)).to(torch.float32)
-        bits = torch.zeros(num_chunks(n, 8) * 8, dtype=torch.uint8)                # (8 ceil(n/8),)
+        bits = torch.zeros(num_chunks(n, 8) * 8, dtype=torch.uint8, device=x.device)   # (8 ceil(n/8),)
         bits[:n] = (x >= 0).to(torch.uint8)
-        weights = torch.tensor([1 << j for j in range(8)], dtype=torch.uint8)
+        weights = torch.tensor([1 << j for j in range(8)], dtype=torch.uint8, device=x.device)
         packed = (bits.view(-1, 8) * weights).sum(dim=1, dtype=torch.uint8)        # (ceil(n/8),)
         return packed, scale
         # END SOLUTION
@@ -112,9 +115,9 @@ class SignQuantizer(Compressor):
         """Shapes: the payload of n elements -> (n,) of dtype: +-scale of the element's chunk."""
         # BEGIN SOLUTION  (HW3 task 3.1)
         packed, scale = payload
-        shifts = torch.arange(8, dtype=torch.uint8)
+        shifts = torch.arange(8, dtype=torch.uint8, device=packed.device)
         bits = ((packed.unsqueeze(1) >> shifts) & 1).reshape(-1)[:numel]          # (n,)
-        mag = scale.to(dtype)[chunk_ids(numel, self.chunk)]
+        mag = scale.to(dtype)[chunk_ids(numel, self.chunk, scale.device)]
         return torch.where(bits.bool(), mag, -mag)
         # END SOLUTION
 
@@ -142,7 +145,7 @@ def gather_and_sum(compressor: Compressor, payload, numel: int, dtype: torch.dty
     check_op(op)
     p = group.size
     gathered = [group.all_gather(t) for t in payload]                              # (p m_i, ...) each
-    total = torch.zeros(numel, dtype=dtype)
+    total = torch.zeros(numel, dtype=dtype, device=group.device)
     for r in range(p):
         part = tuple(g.narrow(0, r * (g.shape[0] // p), g.shape[0] // p) for g in gathered)
         total += compressor.decompress(part, numel, dtype)

@@ -10,6 +10,10 @@
 Cost of one all-reduce of n elements of s bytes, p ranks on a ring: TopK all-gathers k (s + 4) bytes
 per rank, so each rank sends (p-1) k (s + 4); RandomK all-reduces k s bytes, 2 (p-1)/p k s per rank;
 a dense all-reduce 2 (p-1)/p n s. The result of TopK has up to p k non-zeros, RandomK's exactly k.
+
+Allocate on the data's device, which is group.device (a GPU on backend nccl): zeros(..., device=
+values.device). RandomK draws its indices with a CPU torch.Generator (the same numbers on any device)
+and moves them to x's device.
 """
 
 from __future__ import annotations
@@ -52,7 +56,7 @@ class TopK(Compressor):
         """Shapes: (values (k,), indices (k,)) -> (n,): the values at their indices, zeros elsewhere."""
         # BEGIN SOLUTION  (HW3 task 3.2)
         values, indices = payload
-        return torch.zeros(numel, dtype=dtype).index_put_((indices.long(),), values.to(dtype))
+        return torch.zeros(numel, dtype=dtype, device=values.device).index_put_((indices.long(),), values.to(dtype))
         # END SOLUTION
 
     def payload_bytes(self, numel: int, dtype: torch.dtype = torch.float32) -> int:
@@ -71,7 +75,8 @@ class TopK(Compressor):
         values, indices = payload
         all_values = group.all_gather(values)                                          # (p k,)
         all_indices = group.all_gather(indices)                                        # (p k,)
-        total = torch.zeros(numel, dtype=dtype).index_add_(0, all_indices.long(), all_values.to(dtype))
+        total = torch.zeros(numel, dtype=dtype, device=all_values.device).index_add_(0, all_indices.long(),
+                                                                                     all_values.to(dtype))
         return total / group.size if op == "avg" else total
         # END SOLUTION
 
@@ -105,7 +110,7 @@ class RandomK(Compressor):
         # BEGIN SOLUTION  (HW3 task 3.2)
         x = x.reshape(-1)
         _check_k(self.k, x.numel())
-        idx = self.indices(x.numel(), self.step)
+        idx = self.indices(x.numel(), self.step).to(x.device)                     # drawn on the CPU
         self.step += 1
         return x[idx].clone(), idx.to(torch.int32)
         # END SOLUTION
@@ -114,7 +119,7 @@ class RandomK(Compressor):
         """Shapes: (values (k,), indices (k,)) -> (n,): the values at their indices, zeros elsewhere."""
         # BEGIN SOLUTION  (HW3 task 3.2)
         values, indices = payload
-        return torch.zeros(numel, dtype=dtype).index_put_((indices.long(),), values.to(dtype))
+        return torch.zeros(numel, dtype=dtype, device=values.device).index_put_((indices.long(),), values.to(dtype))
         # END SOLUTION
 
     def payload_bytes(self, numel: int, dtype: torch.dtype = torch.float32) -> int:

@@ -8,6 +8,9 @@ gradient), takes the optimizer step, and sends the new parameters to every worke
     Cost per step (Psi parameters of s bytes, batch of B bytes):
         rank 0 sends (p-1)/p * B + (p-1) * Psi * s and receives (p-1) * Psi * s;
         every worker sends and receives Psi * s. Rank 0's link carries p-1 times a worker's.
+
+Allocate on group.device (a GPU on backend nccl): a receive buffer is torch.empty(..., device=group.device)
+or torch.empty_like(a tensor of this rank).
 """
 
 from __future__ import annotations
@@ -52,7 +55,7 @@ class ParameterServer:
             for h in handles:
                 h.wait()
         else:
-            flat = torch.empty(sum(p.numel() for p in self.params), dtype=self.params[0].dtype)
+            flat = torch.empty(sum(p.numel() for p in self.params), dtype=self.params[0].dtype, device=g.device)
             write_flat_(self.params, g.recv(flat, 0))
         # END SOLUTION
 
@@ -88,14 +91,14 @@ class ParameterServer:
         grad = flat_grads(self.params)
         if g.rank != 0:
             g.send(grad, 0)
-            g.send(torch.tensor([float(loss.detach()), float(x.shape[0])], dtype=torch.float64), 0)
+            g.send(torch.tensor([float(loss.detach()), float(x.shape[0])], dtype=torch.float64, device=g.device), 0)
             self._send_parameters()
             return None
         total = grad * x.shape[0]
         total_loss, count = float(loss.detach()) * x.shape[0], x.shape[0]
         for r in range(1, g.size):
             other = g.recv(torch.empty_like(grad), r)
-            loss_r, n_r = g.recv(torch.empty(2, dtype=torch.float64), r).tolist()
+            loss_r, n_r = g.recv(torch.empty(2, dtype=torch.float64, device=g.device), r).tolist()
             total += other * n_r
             total_loss, count = total_loss + loss_r * n_r, count + int(n_r)
         total /= count

@@ -40,9 +40,10 @@ def send_forward(stage: PipelineStage, output: Tensor, microbatch: int):
 
 def recv_forward(stage: PipelineStage, microbatch: int) -> Tensor:
     """Receive micro-batch `microbatch`'s input from the previous stage (blocks); return it as a
-    leaf that requires grad when it is floating point. Shapes: stage.spec.in_shape."""
+    leaf that requires grad when it is floating point. Shapes: stage.spec.in_shape. The buffer goes
+    on group.device: stage.spec.input_buffer(stage.group.device)."""
     # BEGIN SOLUTION  (HW5 task 5.1)
-    activation = stage.spec.input_buffer()
+    activation = stage.spec.input_buffer(stage.group.device)
     stage.group.recv(activation, stage.prev_rank, tag=forward_tag(microbatch))
     return activation.requires_grad_() if activation.is_floating_point() else activation
     # END SOLUTION
@@ -58,9 +59,9 @@ def send_backward(stage: PipelineStage, grad_input: Tensor, microbatch: int):
 
 def recv_backward(stage: PipelineStage, microbatch: int) -> Tensor:
     """Receive the gradient of micro-batch `microbatch`'s output from the next stage (blocks).
-    Shapes: stage.spec.out_shape."""
+    Shapes: stage.spec.out_shape. The buffer goes on group.device: stage.spec.output_buffer(stage.group.device)."""
     # BEGIN SOLUTION  (HW5 task 5.1)
-    grad_output = stage.spec.output_buffer()
+    grad_output = stage.spec.output_buffer(stage.group.device)
     return stage.group.recv(grad_output, stage.next_rank, tag=backward_tag(microbatch))
     # END SOLUTION
 

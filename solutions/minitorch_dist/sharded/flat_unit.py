@@ -39,7 +39,8 @@ class FlatParamUnit:
     Attributes: spec (the policy Unit), group, layout (FlatLayout of the unit's slots), shard
     (nn.Parameter, layout.chunk_numel elements), full (leaf tensor of layout.padded elements,
     requires grad, storage 0 bytes while freed), gathered (bool), handle (an async all-gather in
-    flight, or None), compute_dtype, mixed (compute_dtype differs from the shard's).
+    flight, or None), compute_dtype, mixed (compute_dtype differs from the shard's). Everything
+    lives on the parameters' device, group.device (torch.empty(..., device=flat.device)).
     """
 
     def __init__(self, spec: Unit, group, compute_dtype: torch.dtype | None = None):
@@ -54,13 +55,13 @@ class FlatParamUnit:
         self.shard = nn.Parameter(self.layout.chunk(flat, group.rank).clone())   # (padded / p,)
         self.compute_dtype = compute_dtype or self.shard.dtype
         self.mixed = self.compute_dtype != self.shard.dtype
-        self.full = torch.empty(self.layout.padded, dtype=self.compute_dtype, requires_grad=True)
+        self.full = torch.empty(self.layout.padded, dtype=self.compute_dtype, device=flat.device, requires_grad=True)
         self._full_bytes = self.full.untyped_storage().nbytes()
         self.full.untyped_storage().resize_(0)
         for slot in spec.slots:                                  # the modules stop owning them
             for module, attr in slot.uses:
                 del module._parameters[attr]
-                setattr(module, attr, torch.empty(0, dtype=self.compute_dtype))
+                setattr(module, attr, torch.empty(0, dtype=self.compute_dtype, device=flat.device))
         # END SOLUTION
 
     def start_gather(self) -> None:

@@ -21,6 +21,8 @@ freed (param.grad = None), so a rank never keeps more than a bucket of full grad
 
 At construction every rank takes rank 0's parameters (a broadcast), so ranks that started from
 different random weights train one model. Frozen parameters (requires_grad False) are left out.
+Buffers go on the parameters' device, group.device (a GPU on backend nccl): FlatLayout.flatten(...,
+device=self.shard.device) when every gradient of a bucket may be None.
 """
 
 from __future__ import annotations
@@ -102,7 +104,8 @@ class ZeroOptimizer:
         # BEGIN SOLUTION  (HW6 task 6.1)
         grad = torch.zeros_like(self.shard)
         for b, lay in enumerate(self.layout.layouts):
-            flat = lay.flatten([self.params[i].grad for i in self.layout.buckets[b]], self.shard.dtype)
+            grads = [self.params[i].grad for i in self.layout.buckets[b]]
+            flat = lay.flatten(grads, self.shard.dtype, self.shard.device)
             self.layout.bucket_shard(grad, b).copy_(self.group.reduce_scatter(flat))
         self.shard.grad = grad.div_(self.group.size)
         # END SOLUTION
@@ -173,7 +176,7 @@ class Zero2Optimizer(ZeroOptimizer):
         """Reduce-scatter bucket b's gradients into this rank's part of shard.grad; free them."""
         # BEGIN SOLUTION  (HW6 task 6.2)
         idx, lay = self.layout.buckets[b], self.layout.layouts[b]
-        flat = lay.flatten([self.params[i].grad for i in idx], self.shard.dtype)
+        flat = lay.flatten([self.params[i].grad for i in idx], self.shard.dtype, self.shard.device)
         mine = self.group.reduce_scatter(flat).div_(self.group.size)
         if self.shard.grad is None:
             self.shard.grad = torch.zeros_like(self.shard)
