@@ -60,7 +60,7 @@ class VocabPipelineParts:
 
 
 def vocab_pipeline_parts(model: CharTransformer, group, example: Tensor) -> VocabPipelineParts:
-    """This rank's shares of `model` (untied); `example` is one micro-batch of token ids (b, T)."""
+    """This rank's shares of `model` (untied, on group.device); `example` is one micro-batch of token ids (b, T)."""
     if not isinstance(model, CharTransformer) or model.tie_weights:
         raise ValueError("vocab_pipeline_parts: expected an untied CharTransformer (tie_weights=False); the "
                          "embedding and the LM head are sharded separately")
@@ -85,7 +85,7 @@ def vocab_pipeline_step(parts: VocabPipelineParts, idx: Tensor, target: Tensor, 
     inputs = split_microbatches(tokens.requires_grad_(), m) if j == 0 else [None] * m
     saved, outputs, handles = [], [], []
     for i in range(m):
-        x = inputs[i] if j == 0 else group.recv(spec.input_buffer(), j - 1, tag=forward_tag(i)).requires_grad_()
+        x = inputs[i] if j == 0 else group.recv(spec.input_buffer(group.device), j - 1, tag=forward_tag(i)).requires_grad_()
         y = parts.body(x)
         saved.append(x)
         outputs.append(y)
@@ -95,7 +95,7 @@ def vocab_pipeline_step(parts: VocabPipelineParts, idx: Tensor, target: Tensor, 
     loss, grad_hidden = head_forward_backward(parts.head_rows, parts.rows.start, hidden, target, group, owner=last)
     grads = split_microbatches(grad_hidden, m) if j == last else [None] * m
     for i in range(m):
-        g = grads[i] if j == last else group.recv(spec.output_buffer(), j + 1, tag=backward_tag(i))
+        g = grads[i] if j == last else group.recv(spec.output_buffer(group.device), j + 1, tag=backward_tag(i))
         torch.autograd.backward(outputs[i], g)
         if j > 0:
             handles.append(group.isend(saved[i].grad, j - 1, tag=backward_tag(i)))

@@ -75,7 +75,7 @@ def _error(call) -> tuple[str | None, str]:
 def run_vocab_layers(case: Case, group) -> dict:
     """The four functions once, on the inputs of layer_inputs(); what each rank holds afterwards."""
     from minitorch_dist.pipeline import vocab as vp
-    x = layer_inputs()
+    x = {k: v.to(group.device) for k, v in layer_inputs().items()}
     p, r, last = group.size, group.rank, group.size - 1
     group.barrier()
     before = layer_counts(group)
@@ -97,8 +97,8 @@ def run_vocab_layers(case: Case, group) -> dict:
 def run_vocab_pipeline(case: Case, group) -> dict:
     """STEPS steps of vocab_pipeline_step with m = case.m; each rank's shares afterwards."""
     from minitorch_dist import pipeline as pp
-    idx, target = pipeline_batch(case.m)
-    parts = pp.vocab_pipeline_parts(vocab_model(), group, idx[:MICRO_ROWS])
+    idx, target = (t.to(group.device) for t in pipeline_batch(case.m))
+    parts = pp.vocab_pipeline_parts(vocab_model().to(group.device), group, idx[:MICRO_ROWS])
     opt = torch.optim.SGD(parts.parameters(), lr=LR, momentum=MOMENTUM)
     losses = []
     group.barrier()
@@ -110,8 +110,8 @@ def run_vocab_pipeline(case: Case, group) -> dict:
     return {"rows": (parts.rows.start, parts.rows.stop), "losses": losses, "counts": _delta(before, after),
             "embedding_rows": parts.embedding_rows.detach().clone(), "head_rows": parts.head_rows.detach().clone(),
             "body": {n: prm.detach().clone() for n, prm in parts.body.named_parameters()},
-            "in_bytes": torch.empty(parts.spec.in_shape, dtype=parts.spec.in_dtype).nbytes,
-            "out_bytes": torch.empty(parts.spec.out_shape, dtype=parts.spec.out_dtype).nbytes}
+            "in_bytes": torch.empty(parts.spec.in_shape, dtype=parts.spec.in_dtype, device="meta").nbytes,
+            "out_bytes": torch.empty(parts.spec.out_shape, dtype=parts.spec.out_dtype, device="meta").nbytes}
 
 
 RUNNERS = {"vocab_layers": run_vocab_layers, "vocab_pipeline": run_vocab_pipeline}

@@ -26,6 +26,7 @@ Every rank calls every function, in the same order. With N = B T tokens of width
                            each rank's part of h's gradient (N, C) is summed onto the owner (tag
                            HIDDEN_GRAD_TAG).
 The gradients of both weights accumulate into .grad (created when None), as backward() would.
+Allocate what you create on the weight's device (device=weight.device, torch.zeros_like(weight)).
 """
 
 from __future__ import annotations
