@@ -277,7 +277,10 @@ for p in (4, 8):
 # by measured time instead of parameters, give the first and last stages fewer blocks, or, as in
 # *vocabulary parallelism*, split the embedding and the head's vocabulary over **all** pipeline stages so
 # that each holds V/p of the rows and the loss is computed with a few collectives, the same idea as the
-# vocabulary-parallel cross-entropy of lecture 4, applied across the pipeline.
+# vocabulary-parallel cross-entropy of lecture 4, applied across the pipeline. With V not a multiple of p
+# the first V mod p ranks take one row more; the softmax needs the maximum over *all* ranks (a max
+# all-reduce) before the sum of exponentials (a sum all-reduce), else large logits overflow or the ranks'
+# sums are taken on different scales. Homework 5's bonus 5.8 builds it.
 #
 # ## Summary
 #

@@ -55,3 +55,6 @@ INTERLEAVED_SIM = Suite(lambda p: [Case("interleaved", "deep_mlp", {2: 3, 4: 5}[
                         network=FREE)
 # bonus 5.6: 2 stages x 2 replicas (p = 4), 1F1B in each replica, m = 3 per replica
 GRID = GridSuite(lambda p: [Case("data_parallel", "mlp", 3), Case("data_parallel", "transformer", 2)])
+# bonus 5.8: the vocabulary layers sharded over every rank (23 tokens: uneven shards at p = 2, 3, 4), the
+# layers alone with logits near 1e3, and the pipeline step (m = p+1 at p > 1, never a multiple of p)
+VOCAB = GridSuite(lambda p: [Case("vocab_layers", "vocab"), Case("vocab_pipeline", "vocab", p + 1 if p > 1 else 2)])

@@ -17,6 +17,9 @@ through the stages and their gradients flow back.
     average_gradients, data_parallel_step          5.6  (bonus) data parallel over pipeline replicas
     interleaved_schedule                           5.7  (bonus) interleaved 1F1B, v chunks per rank
     ChunkGroup, chunk_stages                       provided: a rank's chunks for interleaved schedules
+    vocab_shard, sum_onto_owner, embed_forward,
+    embed_backward, head_forward_backward          5.8  (bonus) vocabulary layers sharded over every rank
+    vocab_pipeline_parts, vocab_pipeline_step      provided: a CharTransformer pipeline around them
 """
 
 from .actions import Action, format_schedule, parse_action, parse_schedule
@@ -32,6 +35,8 @@ from .schedules import backward_actions, forward_actions, gpipe_schedule, interl
 from .spec import StageSpec, pipeline_spec, split_microbatches
 from .stage import MAX_MICROBATCHES, PipelineStage, backward_tag, forward_tag
 from .validate import ScheduleError, validate_schedule
+from .vocab import embed_backward, embed_forward, head_forward_backward, sum_onto_owner, vocab_shard
+from .vocab_pipeline import vocab_pipeline_parts, vocab_pipeline_step
 
 __all__ = ["Action", "format_schedule", "parse_action", "parse_schedule", "send_forward", "recv_forward",
            "send_backward", "recv_backward", "forward_step", "backward_step", "checkpointed_forward",
@@ -40,4 +45,6 @@ __all__ = ["Action", "format_schedule", "parse_action", "parse_schedule", "send_
            "stages_of", "forward_actions", "backward_actions", "gpipe_schedule", "one_f_one_b_schedule",
            "StageSpec", "pipeline_spec", "split_microbatches", "MAX_MICROBATCHES", "PipelineStage",
            "forward_tag", "backward_tag", "ScheduleError", "validate_schedule", "ChunkGroup", "chunk_stages",
-           "interleaved_schedule", "pipeline_grid", "replica_share", "average_gradients", "data_parallel_step"]
+           "interleaved_schedule", "pipeline_grid", "replica_share", "average_gradients", "data_parallel_step",
+           "vocab_shard", "sum_onto_owner", "embed_forward", "embed_backward", "head_forward_backward",
+           "vocab_pipeline_parts", "vocab_pipeline_step"]

@@ -17,7 +17,7 @@ from tools.overlay import ROOT, homework_manifest
 HOMEWORKS = ["hw1", "hw2", "hw3", "hw4", "hw5", "hw6"]
 COMMON = "assignments/common"          # the harness every homework's tests share (it ships with them)
 # the hidden suite's least (test functions, cases): a suite that lost tests fails here
-MIN_HIDDEN = {"hw1": (40, 250), "hw2": (16, 65), "hw3": (20, 55), "hw4": (11, 39), "hw5": (14, 34), "hw6": (12, 15)}
+MIN_HIDDEN = {"hw1": (40, 250), "hw2": (16, 65), "hw3": (20, 55), "hw4": (11, 39), "hw5": (15, 38), "hw6": (12, 15)}
 
 
 def suites(hw: str) -> list[str]:

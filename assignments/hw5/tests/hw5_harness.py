@@ -11,7 +11,9 @@ autograd saved and step times (hw5_ranks.py); the verdict is taken in the gradin
 (hw5_checks.py) against the whole model trained on the whole batch in one process.
 
 Files: hw5_setup.py (models, data, cases, reference), hw5_memory.py (saved-tensor hooks),
-hw5_ranks.py (rank code), this file (launching, suites), hw5_checks.py (the verdict), and
+hw5_ranks.py (rank code), this file (launching, suites), hw5_checks.py (the verdict),
+hw5_bonus_ranks.py / hw5_bonus_checks.py (bonus 5.6 and 5.7), hw5_vocab_ranks.py / hw5_vocab_checks.py
+(bonus 5.8, run like 5.6 with the provided collectives on), and
 assignments/common/rank_runs.py and case_suites.py (shared by every homework).
 """
 
@@ -22,7 +24,7 @@ from assignments.hw5.tests.hw5_ranks import run_cases_on_rank
 from assignments.hw5.tests.hw5_setup import Case
 
 HW5_LAUNCH = {"collectives": False, "trace": True}
-HW5_GRID_LAUNCH = {"collectives": True, "trace": True}     # 5.6 averages gradients with all_reduce
+HW5_GRID_LAUNCH = {"collectives": True, "trace": True}     # 5.6 and 5.8 use all_reduce (5.8 broadcast too)
 __all__ = ["Case", "Outcome", "run_cases", "Suite", "GridSuite"]
 Outcome = case_suites.Outcome
 

@@ -144,6 +144,8 @@ def run_deadlock(case: Case, group) -> dict:
 def run_cases_on_rank(group, cases: list[Case]) -> list[dict]:
     """Rank code: run every case in order (a stub's error is recorded per kind, others stop the launch)."""
     from assignments.hw5.tests.hw5_bonus_ranks import RUNNERS
+    from assignments.hw5.tests.hw5_vocab_ranks import RUNNERS as VOCAB_RUNNERS
     runners = {"generators": run_generators, "deadlock": run_deadlock, "bad_batch": run_bad_batch,
-               "bad_batch_1f1b": run_bad_batch, **RUNNERS}
+               "bad_batch_1f1b": run_bad_batch, **RUNNERS,
+               **VOCAB_RUNNERS}
     return run_case_list(group, cases, lambda c, g: runners.get(c.kind, run_training)(c, g), key=lambda c: c.kind)

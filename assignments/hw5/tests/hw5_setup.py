@@ -41,7 +41,10 @@ KINDS = {"boundary": ("task5_1", "one micro-batch at a time through the stages (
          "bad_batch_1f1b": ("task5_3", "one_f_one_b_step on a batch that m does not divide"),
          "data_parallel": ("task5_6", "data_parallel_step: 2 pipeline replicas of p/2 stages, gradients averaged"),
          "interleaved": ("task5_7", "schedule_step(interleaved_schedule) with 2 chunks per rank"),
-         "interleaved_generators": ("task5_7", "interleaved_schedule as data, valid sizes and clear errors")}
+         "interleaved_generators": ("task5_7", "interleaved_schedule as data, valid sizes and clear errors"),
+         "vocab_layers": ("task5_8", "the vocabulary layers sharded over every rank, large logits"),
+         "vocab_pipeline": ("task5_8", "vocab_pipeline_step: a CharTransformer's body pipelined, its vocabulary "
+                                       "layers sharded over every rank")}
 TRAINING = ("boundary", "gpipe", "1f1b", "sched_gpipe", "sched_1f1b", "ckpt_gpipe", "ckpt_1f1b")
 GENERATOR_SIZES = ((1, 1), (1, 3), (2, 1), (2, 2), (2, 5), (3, 2), (3, 7), (4, 4), (4, 9), (5, 3))
 
@@ -70,11 +73,16 @@ def build_model(name: str):
     else:
         model = CharTransformer(VOCAB, d_model=16, n_heads=2, n_layers=2, max_len=SEQ, seed=0,
                                 tie_weights=False).double()
-    gen = torch.Generator().manual_seed(77)
+    return randomized(model, seed=77)
+
+
+def randomized(model, seed: int):
+    """`model` with every parameter drawn at random (norm weights around 1), in place; returns it."""
+    gen = torch.Generator().manual_seed(seed)
     with torch.no_grad():
-        for name_, prm in model.named_parameters():
+        for name, prm in model.named_parameters():
             noise = torch.randn(prm.shape, generator=gen, dtype=torch.float64)
-            norm_weight = name_.split(".")[-2].startswith("ln") and name_.endswith("weight")
+            norm_weight = name.split(".")[-2].startswith("ln") and name.endswith("weight")
             prm.copy_((1.0 if norm_weight else 0.0) + (0.3 if prm.dim() > 1 else 0.1) * noise)
     return model
 

@@ -12,6 +12,7 @@ from assignments.hw5.tests.hw5_checks import (bad_batch_problems, deadlock_probl
                                               generator_problems, judge, memory_problems, message_problems,
                                               order_problems, timing_problems)
 from assignments.hw5.tests.hw5_harness import Case, GridSuite, Suite
+from assignments.hw5.tests.hw5_vocab_checks import layer_message_problems, layer_problems, pipeline_problems
 from minitorch_dist import SimNetwork
 
 TRAINING_CHECKS = (exact_problems, message_problems, order_problems, memory_problems)
@@ -26,6 +27,7 @@ def public_cases(p: int) -> list[Case]:
 PUBLIC = Suite(public_cases)
 BONUS = Suite(lambda p: [Case("interleaved", "deep_mlp", 3), Case("interleaved_generators")])
 GRID = GridSuite(lambda p: [Case("data_parallel", "mlp", 2)])
+VOCAB = GridSuite(lambda p: [Case("vocab_layers", "vocab"), Case("vocab_pipeline", "vocab", 3)])
 SIM = Suite(lambda p: [Case("gpipe", "mlp", 5), Case("1f1b", "mlp", 5), Case("deadlock")], backend="sim",
             network=SimNetwork(alpha=0.0, beta=0.0))
 
@@ -86,3 +88,10 @@ def test_bonus_data_parallel_over_two_pipeline_replicas():
 def test_bonus_interleaved_one_f_one_b():
     judge(BONUS.outcomes(2, "interleaved_generators"), interleaved_generator_problems)
     judge(BONUS.outcomes(2, "interleaved"), interleaved_exact_problems, interleaved_message_problems)
+
+
+@pytest.mark.task5_8
+@pytest.mark.points(1)
+def test_bonus_vocabulary_layers_sharded_over_two_ranks():
+    judge(VOCAB.outcomes(2, "vocab_layers"), layer_problems, layer_message_problems)
+    judge(VOCAB.outcomes(2, "vocab_pipeline"), pipeline_problems)
