@@ -39,17 +39,16 @@ def reduce_scatter_(buf: torch.Tensor, group, op: str = "sum") -> torch.Tensor:
     if buf.dim() != 1 or not buf.is_contiguous():
         raise ValueError(f"reduce_scatter_: buf must be 1-D and contiguous, got shape {tuple(buf.shape)}")
     p, r = group.size, group.rank
-    bounds = chunk_bounds(buf.numel(), p)
+    sizes = [stop - start for start, stop in chunk_bounds(buf.numel(), p)]
+    chunks = buf.split(sizes)                        # the p chunks: views of buf, made once
     right, left = (r + 1) % p, (r - 1) % p
-    scratch = torch.empty(bounds[0][1] - bounds[0][0], dtype=buf.dtype, device=buf.device)
+    scratch = torch.empty(sizes[0], dtype=buf.dtype, device=buf.device)   # chunk 0 is the largest
+    incoming = {size: scratch[:size] for size in set(sizes)}    # a view for each chunk size
     for step in range(p - 1):
-        s0, s1 = bounds[(r - step - 1) % p]
-        d0, d1 = bounds[(r - step - 2) % p]
-        incoming = scratch[:d1 - d0]
-        group.sendrecv(buf[s0:s1], right, incoming, left)          # 1.
-        combine_(buf[d0:d1], incoming, op)                         # 2.
-    start, stop = bounds[r]
-    return buf[start:stop]
+        send, into = (r - step - 1) % p, (r - step - 2) % p
+        group.sendrecv(chunks[send], right, incoming[sizes[into]], left)   # 1.
+        combine_(chunks[into], incoming[sizes[into]], op)                  # 2.
+    return chunks[r]
     # END SOLUTION
 
 
@@ -67,12 +66,10 @@ def all_gather_(buf: torch.Tensor, group) -> torch.Tensor:
     if buf.dim() != 1 or not buf.is_contiguous():
         raise ValueError(f"all_gather_: buf must be 1-D and contiguous, got shape {tuple(buf.shape)}")
     p, r = group.size, group.rank
-    bounds = chunk_bounds(buf.numel(), p)
+    chunks = buf.split([stop - start for start, stop in chunk_bounds(buf.numel(), p)])   # views
     right, left = (r + 1) % p, (r - 1) % p
     for step in range(p - 1):
-        s0, s1 = bounds[(r - step) % p]
-        d0, d1 = bounds[(r - step - 1) % p]
-        group.sendrecv(buf[s0:s1], right, buf[d0:d1], left)
+        group.sendrecv(chunks[(r - step) % p], right, chunks[(r - step - 1) % p], left)
     return buf
     # END SOLUTION
 
