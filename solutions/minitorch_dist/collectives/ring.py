@@ -39,16 +39,20 @@ def reduce_scatter_(buf: torch.Tensor, group, op: str = "sum") -> torch.Tensor:
     if buf.dim() != 1 or not buf.is_contiguous():
         raise ValueError(f"reduce_scatter_: buf must be 1-D and contiguous, got shape {tuple(buf.shape)}")
     p, r = group.size, group.rank
-    sizes = [stop - start for start, stop in chunk_bounds(buf.numel(), p)]
-    chunks = buf.split(sizes)                        # the p chunks: views of buf, made once
+    bounds = chunk_bounds(buf.numel(), p)
     right, left = (r + 1) % p, (r - 1) % p
-    scratch = torch.empty(sizes[0], dtype=buf.dtype, device=buf.device)   # chunk 0 is the largest
-    incoming = {size: scratch[:size] for size in set(sizes)}    # a view for each chunk size
+    scratch = torch.empty(bounds[0][1] - bounds[0][0], dtype=buf.dtype, device=buf.device)
+    incoming = {d1 - d0: scratch[:d1 - d0] for d0, d1 in bounds}   # a view per chunk size (two at most)
+    s0, s1 = bounds[(r - 1) % p]
+    chunk = buf[s0:s1]                                # the chunk we send in step 0
     for step in range(p - 1):
-        send, into = (r - step - 1) % p, (r - step - 2) % p
-        group.sendrecv(chunks[send], right, incoming[sizes[into]], left)   # 1.
-        combine_(chunks[into], incoming[sizes[into]], op)                  # 2.
-    return chunks[r]
+        d0, d1 = bounds[(r - step - 2) % p]
+        into = buf[d0:d1]
+        group.sendrecv(chunk, right, incoming[d1 - d0], left)     # 1.
+        combine_(into, incoming[d1 - d0], op)                       # 2.
+        chunk = into                                  # the chunk just combined goes on next step
+    start, stop = bounds[r]
+    return buf[start:stop]
     # END SOLUTION
 
 
@@ -66,10 +70,15 @@ def all_gather_(buf: torch.Tensor, group) -> torch.Tensor:
     if buf.dim() != 1 or not buf.is_contiguous():
         raise ValueError(f"all_gather_: buf must be 1-D and contiguous, got shape {tuple(buf.shape)}")
     p, r = group.size, group.rank
-    chunks = buf.split([stop - start for start, stop in chunk_bounds(buf.numel(), p)])   # views
+    bounds = chunk_bounds(buf.numel(), p)
     right, left = (r + 1) % p, (r - 1) % p
+    s0, s1 = bounds[r]
+    chunk = buf[s0:s1]                                # our own chunk goes first
     for step in range(p - 1):
-        group.sendrecv(chunks[(r - step) % p], right, chunks[(r - step - 1) % p], left)
+        d0, d1 = bounds[(r - step - 1) % p]
+        into = buf[d0:d1]
+        group.sendrecv(chunk, right, into, left)
+        chunk = into                                  # the chunk just received goes on next step
     return buf
     # END SOLUTION
 
