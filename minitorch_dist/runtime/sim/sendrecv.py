@@ -5,7 +5,8 @@ receive finds its eager message already there and the send is eager, so both
 complete at once. This function does what Group.sendrecv does after its argument
 checks (post the receive, then the send; count; wait; trace) with the work of
 post_recv, post_send and the waits inlined for that case: no Work objects, no wait
-calls, no clock reads when tracing is off.
+calls, no clock reads when tracing is off. Each SimBackend gets its own copy of the
+function (fast_sendrecv), a closure over the scheduler state it reads.
 
 The eager message this path sends is a plain tuple on the channel's queue,
 (raw bytes, dtype, shape, arrival time), not a SendWork: nobody can wait on it (the
