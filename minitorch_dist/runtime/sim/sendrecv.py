@@ -28,7 +28,7 @@ import torch
 
 from .p2p import MAX_IN_FLIGHT, post_recv, post_send
 from .payloads import MAX_RAW, RAW_DTYPES, array_of, arrays, increment_version
-from .ports import book_transfer
+from .ports import book_after, book_transfer
 
 Tensor, strided = torch.Tensor, torch.strided
 
@@ -95,13 +95,7 @@ def fast_sendrecv(backend):
             if (duration > 0 and send_ends and send_ends[-1] == posted and recv_ends
                     and recv_ends[-1] <= posted):
                 send_ends[-1] = end = posted + duration
-                if recv_ends[-1] == posted:     # ports.book_after, inlined
-                    recv_ends[-1] = end
-                else:
-                    recv_port.starts.append(posted)
-                    recv_ends.append(end)
-                    if len(recv_ends) > recv_port.prune_at:
-                        recv_port.prune(horizon())
+                book_after(recv_port, posted, end, horizon)
             else:
                 end = book_transfer(send_port, recv_port, posted, duration, horizon) + duration
             # payloads.snapshot, inlined: the payload is contiguous (Group made it so)
