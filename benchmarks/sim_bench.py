@@ -3,7 +3,8 @@
     python -m tools.overlay solutions -- .venv/bin/python benchmarks/sim_bench.py [--quick] [--check]
 
 Runs homework 1's all-reduces (minitorch_dist.collectives; the reference through the overlay).
-Prints the wall time of a ring all-reduce built from sendrecv (2(p-1) steps) at p=64 and
+Prints the wall time (and the process's CPU time, and the load average: these machines are
+shared) of a ring all-reduce built from sendrecv (2(p-1) steps) at p=64 and
 p=1024 (n=1024 float32), trace on and off, and of a 1024-rank ring exchange (one sendrecv
 per rank). --check also prints the simulated times of ring, naive, tree and butterfly
 all-reduce at p=64 (they must not change when the sim backend is optimised).
@@ -46,8 +47,9 @@ def ring_exchange(group):
 
 
 def timed(fn, p, args=(), trace=True, network=None):
-    t = time.perf_counter()
+    t, c = time.perf_counter(), time.process_time()
     res = run_sim(fn, p, args=args, trace=trace, collectives=False, network=network)
+    res.cpu_time = time.process_time() - c     # every rank thread's CPU: steadier than wall under load
     return time.perf_counter() - t, res
 
 
@@ -80,8 +82,8 @@ def main() -> None:
     for p, trace in runs:
         wall, res = timed(ring_all_reduce, p, args=(n,), trace=trace)
         assert all(v == p * (p - 1) / 2 for v in res)
-        print(f"ring all-reduce p={p:5d} n={n} trace={'on ' if trace else 'off'}: wall {wall:7.3f} s, "
-              f"simulated {res.sim_time * 1e6:.1f} us")
+        print(f"ring all-reduce p={p:5d} n={n} trace={'on ' if trace else 'off'}: wall {wall:7.3f} s "
+              f"(cpu {res.cpu_time:7.3f} s, load {os.getloadavg()[0]:4.1f}), simulated {res.sim_time * 1e6:.1f} us")
     wall, res = timed(ring_exchange, 1024)
     assert all(res)
     print(f"ring exchange   p= 1024 (one sendrecv):      wall {wall:7.3f} s, "

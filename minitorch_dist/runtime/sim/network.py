@@ -82,6 +82,8 @@ class SimBackend(Backend):
         self.slot = scheduler.slots[self.me]
         self.is_world = is_world
         self.collective_calls = 0
+        # Group.sendrecv after its checks, in one call (Backend.sendrecv): a closure per backend
+        self.sendrecv = sim_sendrecv.fast_sendrecv(self)
 
     def rank_name(self, rank: int) -> str:
         """'rank 1' in the world group, 'rank 1 (world rank 3)' in a sub-group."""
@@ -94,8 +96,6 @@ class SimBackend(Backend):
     # without a wrapper call (one call less per message on the hot path)
     isend = sim_p2p.post_send
     irecv = sim_p2p.post_recv
-    # Group.sendrecv after its checks, in one call (Backend.sendrecv)
-    sendrecv = sim_sendrecv.sendrecv
 
     # -- native collectives -----------------------------------------------------------------
     def all_reduce(self, tensor: torch.Tensor, op: str) -> Work:

@@ -88,6 +88,17 @@ class RecvWork(_P2PWork):
         self.waiter = None
 
 
+class EagerCopy:
+    """An eager message that sendrecv.py's fast path queued as a tuple (raw bytes, dtype, shape,
+    arrival), as _transfer reads a SendWork: already on its way, nobody waiting on its send."""
+
+    __slots__ = ("tensor", "dtype", "shape", "arrival")
+    eager, waiter, op = True, None, "sendrecv"
+
+    def __init__(self, data: bytes, dtype: torch.dtype, shape, arrival: float):
+        self.tensor, self.dtype, self.shape, self.arrival = data, dtype, shape, arrival
+
+
 def _wait(work) -> None:
     """Work.wait: the clock jumps to `end` when the work is done, else the scheduler blocks."""
     end, slot = work.end, work.backend.slot
@@ -139,6 +150,8 @@ def post_recv(backend, buffer: torch.Tensor, src: int, tag: int, op: str) -> Rec
         send = sends.popleft()
         if not sends:
             del sched.pending_sends[key]
+        if type(send) is tuple:                     # an eager message of sendrecv.py's fast path
+            send = EagerCopy(*send)
         if send.eager:
             sched.slots[src_w].in_flight -= 1
         _transfer(sched, send, recv, src_w, dst_w)

@@ -42,12 +42,15 @@ def reduce_scatter_(buf: torch.Tensor, group, op: str = "sum") -> torch.Tensor:
     bounds = chunk_bounds(buf.numel(), p)
     right, left = (r + 1) % p, (r - 1) % p
     scratch = torch.empty(bounds[0][1] - bounds[0][0], dtype=buf.dtype, device=buf.device)
+    incoming = {d1 - d0: scratch[:d1 - d0] for d0, d1 in bounds}   # a view per chunk size (two at most)
+    s0, s1 = bounds[(r - 1) % p]
+    chunk = buf[s0:s1]                                # the chunk we send in step 0
     for step in range(p - 1):
-        s0, s1 = bounds[(r - step - 1) % p]
         d0, d1 = bounds[(r - step - 2) % p]
-        incoming = scratch[:d1 - d0]
-        group.sendrecv(buf[s0:s1], right, incoming, left)          # 1.
-        combine_(buf[d0:d1], incoming, op)                         # 2.
+        into = buf[d0:d1]
+        group.sendrecv(chunk, right, incoming[d1 - d0], left)     # 1.
+        combine_(into, incoming[d1 - d0], op)                       # 2.
+        chunk = into                                  # the chunk just combined goes on next step
     start, stop = bounds[r]
     return buf[start:stop]
     # END SOLUTION
@@ -69,10 +72,13 @@ def all_gather_(buf: torch.Tensor, group) -> torch.Tensor:
     p, r = group.size, group.rank
     bounds = chunk_bounds(buf.numel(), p)
     right, left = (r + 1) % p, (r - 1) % p
+    s0, s1 = bounds[r]
+    chunk = buf[s0:s1]                                # our own chunk goes first
     for step in range(p - 1):
-        s0, s1 = bounds[(r - step) % p]
         d0, d1 = bounds[(r - step - 1) % p]
-        group.sendrecv(buf[s0:s1], right, buf[d0:d1], left)
+        into = buf[d0:d1]
+        group.sendrecv(chunk, right, into, left)
+        chunk = into                                  # the chunk just received goes on next step
     return buf
     # END SOLUTION
 
