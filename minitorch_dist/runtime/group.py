@@ -195,16 +195,20 @@ class Group(ProvidedCollectives):
     def _blocking(self, op: str, tensor: torch.Tensor, peer: int, tag: int) -> None:
         """isend/irecv(...).wait() without the Handle (a small message's cost is its overhead)."""
         backend, recorder, nbytes = self._backend, self._ctx.recorder, tensor.nbytes
-        start = time.perf_counter() - self._ctx.t0 if self._wall_clock else self._clock()
+        start = self._clock()
         sending = op == "send"
         work = (backend.isend if sending else backend.irecv)(tensor, peer, tag, op)
         recorder.count(op, sent=int(sending), recv=int(not sending), bytes_sent=nbytes if sending else 0,
                        bytes_recv=0 if sending else nbytes)
         peer = backend.world_ranks[peer]
+        self._wait_p2p(work, op, peer, tag)
+        recorder.event(op, peer, tag, nbytes, start, self._clock(), self.name)
+
+    def _wait_p2p(self, work: Work, op: str, peer: int, tag: int) -> None:
+        """Wait for a send or receive to world rank `peer` (tracked for deadlock reports unless done)."""
         if not work.finish_now():
-            self._wait(work, f"{op}({'dst' if sending else 'src'}={peer}, tag={tag})", (peer,))
-        end = time.perf_counter() - self._ctx.t0 if self._wall_clock else self._clock()
-        recorder.event(op, peer, tag, nbytes, start, end, self.name)
+            verb = "src" if op in ("recv", "irecv") else "dst"
+            self._wait(work, f"{op}({verb}={peer}, tag={tag})", (peer,))
 
     def sendrecv(self, send_tensor: torch.Tensor, dst: int, recv_tensor: torch.Tensor, src: int,
                  tag: int = 0) -> torch.Tensor:

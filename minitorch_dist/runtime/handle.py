@@ -40,10 +40,7 @@ class Handle:
             return self._result
         self._waited = True
         g = self._group
-        if not self._work.finish_now():
-            verb = "src" if self._op in ("recv", "irecv") else "dst"
-            g._wait(self._work, f"{self._op}({verb}={g.ranks[self._peer]}, tag={self._tag})",
-                    (g.ranks[self._peer],))
+        g._wait_p2p(self._work, self._op, g.ranks[self._peer], self._tag)
         if self._staging is not None:
             self._result.copy_(self._staging)
         self._done = True
