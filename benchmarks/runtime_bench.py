@@ -1,6 +1,6 @@
 """Runtime benchmarks: prints a table of numbers (not a test; these machines are noisy).
 
-    python benchmarks/runtime_bench.py [--quick] [--skip-mpi] [--skip-spawn] [--p2p-only]
+    python benchmarks/runtime_bench.py [--quick] [--skip-mpi] [--skip-spawn] [--p2p-only] [--passes N]
 
 1. cold start of 4 gloo ranks (launch from a fresh script) vs torch.multiprocessing.spawn
    with init_process_group("gloo"), median of several runs, each in a new interpreter;
@@ -185,9 +185,10 @@ def small_message_tables(sizes=TABLE_SIZES, passes: int = 5, scale: float = 1.0,
     return out
 
 
-def bench_p2p(quick: bool, skip_mpi: bool) -> None:
+def bench_p2p(quick: bool, skip_mpi: bool, passes: int | None = None) -> None:
     raw = {"gloo": "torch.distributed send/recv", "mpi": "mpi4py Send/Recv"}
-    for backend, measured in small_message_tables(passes=3 if quick else 7, scale=0.5 if quick else 1.0,
+    passes = passes or (3 if quick else 7)
+    for backend, measured in small_message_tables(passes=passes, scale=0.5 if quick else 1.0,
                                                   mpi=not skip_mpi).items():
         print()
         print("\n".join(format_table(f"one-way time, 2 ranks, {backend}: Group.send/recv vs raw {raw[backend]} "
@@ -216,11 +217,13 @@ def main() -> None:
     parser.add_argument("--skip-mpi", action="store_true")
     parser.add_argument("--skip-spawn", action="store_true", help="skip the slow mp.spawn baseline")
     parser.add_argument("--p2p-only", action="store_true", help="only the one-way (small-message) table")
+    parser.add_argument("--passes", type=int, default=None,
+                        help="passes of the one-way table (default 7, 3 with --quick); more passes, steadier best")
     opts = parser.parse_args()
     print(f"torch {torch.__version__}, {os.cpu_count()} cores")
     if not opts.p2p_only:
         bench_start(2 if opts.quick else 5, opts.skip_spawn)
-    bench_p2p(opts.quick, opts.skip_mpi)
+    bench_p2p(opts.quick, opts.skip_mpi, opts.passes)
     if not opts.p2p_only:
         bench_sim()
 
