@@ -9,6 +9,10 @@ p=1024 (n=1024 float32), trace on and off, and of a 1024-rank ring exchange (one
 per rank). --check also prints the simulated times of ring, naive, tree and butterfly
 all-reduce at p=64 (they must not change when the sim backend is optimised).
 --quick skips the p=1024 all-reduce with trace on.
+
+It also prints the floor no runtime can go below: the same ring code run for every rank
+in one thread with a sendrecv that does nothing (the student's slicing and add_ alone,
+about 2.5 us a step here, half of the whole). The runtime's share is the rest.
 """
 
 from __future__ import annotations
@@ -44,6 +48,24 @@ def ring_exchange(group):
     got = torch.empty(16)
     group.sendrecv(torch.full((16,), float(group.rank)), right, got, left)
     return got[0].item() == left
+
+
+class _NoMessages:
+    """A stand-in group whose sendrecv moves nothing: runs a rank's ring code alone."""
+
+    def __init__(self, rank: int, size: int):
+        self.rank, self.size, self.device = rank, size, torch.device("cpu")
+
+    def sendrecv(self, send_tensor, dst, recv_tensor, src, tag=0):
+        return recv_tensor
+
+
+def floor_seconds(p: int, n: int) -> float:
+    """Wall seconds of every rank's ring all-reduce code with sendrecv doing nothing, one after another."""
+    t = time.perf_counter()
+    for r in range(p):
+        ALL_REDUCES["ring"](torch.full((n,), float(r)), _NoMessages(r, p))
+    return time.perf_counter() - t
 
 
 def timed(fn, p, args=(), trace=True, network=None):
@@ -84,6 +106,9 @@ def main() -> None:
         assert all(v == p * (p - 1) / 2 for v in res)
         print(f"ring all-reduce p={p:5d} n={n} trace={'on ' if trace else 'off'}: wall {wall:7.3f} s "
               f"(cpu {res.cpu_time:7.3f} s, load {os.getloadavg()[0]:4.1f}), simulated {res.sim_time * 1e6:.1f} us")
+    floor = floor_seconds(1024, n)
+    print(f"ring all-reduce p= 1024 n={n} ring code alone (sendrecv a no-op): wall {floor:7.3f} s "
+          f"(the floor; the runtime's share is the rest)")
     wall, res = timed(ring_exchange, 1024)
     assert all(res)
     print(f"ring exchange   p= 1024 (one sendrecv):      wall {wall:7.3f} s, "
