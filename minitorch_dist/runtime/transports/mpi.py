@@ -3,10 +3,11 @@
     mpirun -n 4 python train.py      # in train.py: launch(main, 4) runs this rank's part
     launch(main, 4, backend="mpi")   # or from a notebook: ranks started by mpiexec
 
-Point-to-point: framing.Framer over MPI Isend/Irecv of raw bytes, handed to MPI without
-a copy. Control messages (headers, small payloads) travel on a communicator of their
-own, received from any source by the Framer's listener thread; payloads on the
-group's data communicator. Provided collectives: MPI's non-blocking ones (Iallreduce,
+Point-to-point (mpi_p2p): each message's header (with a payload up to 64 KiB) goes on a
+communicator of its own straight to its posted receive, which the waiting rank thread
+checks itself; larger payloads follow on the group's data communicator, handed to MPI
+without a copy. framing.Framer only says goodbye at close(); its listener thread
+drives MPI while rank code does not. Provided collectives: MPI's non-blocking ones (Iallreduce,
 Iallgather, Ireduce_scatter_block, Ibcast, Ibarrier); dtypes MPI cannot reduce
 (float16, bfloat16, float8, bool) are reduced in a float32/uint8 copy.
 
@@ -23,7 +24,6 @@ imported on first use, so importing this module does not initialise MPI.
 from __future__ import annotations
 
 import atexit
-import threading
 import zlib
 
 import torch
@@ -33,7 +33,8 @@ from ..devices import rank_device
 from ..env import mpi_rank_and_size
 from . import wire
 from .framing import Framer
-from .mpi_progress import _Listener, _RecvWait, _RequestWork, _mpi, _raw
+from .mpi_p2p import DirectP2P
+from .mpi_progress import _host, _Listener, _RequestWork, _mpi, _raw
 
 
 def running_under_mpirun() -> bool:
@@ -54,14 +55,7 @@ _WIDEN[torch.bool] = torch.uint8
 _MPI_OPS = {"sum": "SUM", "prod": "PROD", "max": "MAX", "min": "MIN"}
 _BOOL_OPS = {"sum": "max", "prod": "min", "max": "max", "min": "min"}  # or, and, or, and
 _live: set = set()   # backends whose listener may still run: stopped at exit, before MPI_Finalize
-
-
-def _host(t: torch.Tensor, dtype: torch.dtype | None = None, copy: bool = True) -> torch.Tensor:
-    """`t` itself when it is on the CPU with `dtype`; else a CPU copy (or empty buffer) of it."""
-    dtype = t.dtype if dtype is None else dtype
-    if t.device.type == "cpu" and t.dtype == dtype:
-        return t
-    return t.detach().to("cpu", dtype).contiguous() if copy else torch.empty(t.shape, dtype=dtype)
+_unsent: list = []   # buffers of sends no receive took before their group closed (MPI may read them)
 
 
 class MpiBackend(Backend):
@@ -87,23 +81,25 @@ class MpiBackend(Backend):
                                "listener thread needs it. Do not lower mpi4py.rc.thread_level.")
         self._MPI = MPI
         self._comm = comm if _adopt else comm.Dup()   # payloads and collectives
-        self._ctrl = self._comm.Dup()                 # control messages, tag 0, any source
+        self._ctrl = self._comm.Dup()                 # the Framer's goodbyes, tag 0, any source
+        self._head = self._comm.Dup()                 # Group messages' headers (mpi_p2p)
         self.rank, self.size = self._comm.Get_rank(), self._comm.Get_size()
         if world_ranks is None:
             world_ranks = MPI.Group.Translate_ranks(comm.Get_group(), list(range(self.size)),
                                                     MPI.COMM_WORLD.Get_group())
         self.world_ranks = tuple(world_ranks)
-        # MPI keeps messages with equal (source, tag) in order, so folding the Framer's
-        # sequence numbers into the bits MPI's tags have left loses nothing.
+        # MPI keeps messages with equal (source, tag) in order, so folding sequence numbers
+        # into the bits MPI's tags have left loses nothing.
         self._tag_ub = self._comm.Get_attr(MPI.TAG_UB)
-        self._seq_bits = min(self._tag_ub.bit_length() - wire.TAG_BITS, wire.SEQ_BITS)
-        if self._seq_bits < 1:
+        seq_bits = min(self._tag_ub.bit_length() - wire.TAG_BITS, wire.SEQ_BITS)
+        if seq_bits < 1:
             raise RuntimeError(f"mpi backend: this MPI's largest tag is {self._tag_ub}, too small for "
                                f"{wire.TAG_BITS}-bit user tags; use the gloo backend")
-        self._orphans: list = []               # buffers of requests abandoned at a deadline
         self._listener = _Listener(self._ctrl, self.rank)
+        self._p2p = DirectP2P(self._head, self._comm, self.rank, seq_bits, self._name_rank, self._listener.defer)
+        # the Framer only says goodbye at close() (and its listener drives MPI meanwhile)
         self._framer = Framer(self._raw_isend, self._raw_irecv, self._raw_irecv_any,
-                                   self.rank, self.size, self._name_rank)
+                              self.rank, self.size, self._name_rank)
         if not _live:
             atexit.register(_stop_listeners)
         _live.add(self)
@@ -115,36 +111,23 @@ class MpiBackend(Backend):
     def _work(self, req, keep, finish=None) -> Work:
         return _RequestWork(self, req, keep, finish)
 
-    # -- point to point: raw byte messages under the Framer -------------------------------------
-    def _route(self, wire_tag: int):
-        """(communicator, MPI tag) of a wire tag."""
-        if wire_tag == wire.CONTROL_TAG:
-            return self._ctrl, 0
-        tag, seq = wire_tag >> wire.SEQ_BITS, wire_tag & ((1 << wire.SEQ_BITS) - 1)
-        return self._comm, (tag << self._seq_bits) | (seq & ((1 << self._seq_bits) - 1))
-
+    # -- point to point: straight to the receive (mpi_p2p); the Framer's goodbyes on ctrl -------
     def _raw_isend(self, buf: torch.Tensor, dst: int, wire_tag: int) -> Work:
-        comm, tag = self._route(wire_tag)
-        host = _host(buf)
-        return self._work(comm.Isend(_raw(host), dst, tag), (buf, host))
+        assert wire_tag == wire.CONTROL_TAG, "on mpi the Framer only sends goodbyes"
+        return self._work(self._ctrl.Isend(_raw(buf), dst, 0), buf)
 
     def _raw_irecv(self, buf: torch.Tensor, src: int, wire_tag: int) -> Work:
-        if threading.current_thread() is self._listener.thread:
-            self._listener.defer()             # a payload whose receiver will wait on it soon
-        comm, tag = self._route(wire_tag)
-        host = _host(buf, copy=False)
-        req = comm.Irecv(_raw(host), src, tag)
-        return self._work(req, (buf, host), None if host is buf else (lambda: buf.copy_(host)))
+        raise AssertionError("on mpi, Group messages go straight to their receives (mpi_p2p)")
 
     def _raw_irecv_any(self, buf: torch.Tensor, wire_tag: int) -> Work:
         assert wire_tag == wire.CONTROL_TAG, "the Framer receives only control messages from any source"
         return self._listener.post(buf)
 
     def isend(self, tensor: torch.Tensor, dst: int, tag: int, op: str) -> Work:
-        return self._framer.isend(tensor, dst, tag, op)
+        return self._p2p.isend(tensor, dst, tag, op)
 
     def irecv(self, tensor: torch.Tensor, src: int, tag: int, op: str) -> Work:
-        return _RecvWait(self._listener, self._framer.irecv(tensor, src, tag, op))
+        return self._p2p.irecv(tensor, src, tag, op)
 
     # -- collectives ----------------------------------------------------------------------------
     def _reduce_setup(self, dtype: torch.dtype, op: str, call: str):
@@ -212,7 +195,8 @@ class MpiBackend(Backend):
         return sub
 
     def close(self, timeout: float | None = 10.0) -> None:
-        """Collective: end the listeners (the Framer's goodbyes), then free the communicators."""
+        """Collective: end the listeners (the Framer's goodbyes: no peer sends any more), receive
+        what nobody received, then free the communicators."""
         if self._comm is None:
             return
         try:
@@ -220,9 +204,10 @@ class MpiBackend(Backend):
         except Exception:  # noqa: BLE001 - a peer that never said goodbye: stop ours anyway
             pass
         self._listener.stop()
-        for comm in (self._ctrl, self._comm):
+        _unsent.extend(self._p2p.close())
+        for comm in (self._ctrl, self._head, self._comm):
             comm.Free()
-        self._comm = self._ctrl = None
+        self._comm = self._ctrl = self._head = None
         _live.discard(self)
 
 
