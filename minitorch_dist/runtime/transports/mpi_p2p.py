@@ -36,9 +36,20 @@ from ..backend import DeadlineExpired, Work
 from ..errors import MessageMismatchError
 from .framing_works import copy_inline
 from .mpi_progress import _host, _mpi, _raw, _wait_request, settled
-from .wire import CONTROL_BYTES, INLINE_BYTES, check_match, decode_header, encode_header
+from .wire import CONTROL_BYTES, INLINE_BYTES, check_match, decode_header, write_header
 
-_POOL = 16          # header receive buffers kept for reuse (MPI moves a reused buffer faster)
+_POOL = 16          # control buffers kept for reuse (MPI moves a reused buffer faster, and no allocation)
+
+
+class _Control:
+    """A CONTROL_BYTES buffer for one control message, with its address and MPI buffer made once."""
+
+    __slots__ = ("tensor", "address", "mem")
+
+    def __init__(self):
+        self.tensor = torch.empty(CONTROL_BYTES, dtype=torch.uint8)
+        self.address = self.tensor.data_ptr()
+        self.mem = _mpi().buffer.fromaddress(self.address, CONTROL_BYTES)
 
 
 class Sent(Work):
@@ -76,28 +87,31 @@ class _Requests(Work):
 class DirectRecv(_Requests):
     """A Group receive: its header message (with any inline payload), then its payload."""
 
-    def __init__(self, p2p, tensor, src, tag, seq, op, head, head_buf, data, host):
-        super().__init__(p2p, [head] if data is None else [head, data], (head_buf, tensor, host))
+    def __init__(self, p2p, tensor, src, tag, seq, op, head, control, data, host):
+        super().__init__(p2p, [head] if data is None else [head, data], (control, tensor, host))
         self._tensor, self._src, self._tag, self._seq, self._op = tensor, src, tag, seq, op
-        self._head_buf, self._host = head_buf, host
+        self._control, self._host = control, host
         self.error: BaseException | None = None
 
     def wait(self, timeout: float | None) -> None:
         if self.error is not None:
             raise self.error
-        if self._head_buf is not None:
+        if self._control is not None:
             start = time.perf_counter()
             self._p2p.defer()
             _wait_request(self._reqs[0], timeout)      # (a DeadlineExpired: it may be waited on again)
             self._reqs.pop(0)
-            head, self._head_buf = self._head_buf, None
+            control, self._control = self._control, None
             try:
-                self._check(head)
+                self._check(control.tensor)
             except MessageMismatchError as exc:
                 self.error = exc
                 raise
             finally:
-                self._p2p.recycle(head)
+                self._p2p.recycle(control)
+            if not self._reqs:
+                self._keep = None
+                return
             timeout = None if timeout is None else max(0.0, timeout - (time.perf_counter() - start))
         super().wait(timeout)
         if self._host is not None:                    # a CUDA tensor's payload came to a host copy
@@ -108,13 +122,13 @@ class DirectRecv(_Requests):
         """The header is here: check it against the buffer, then take the inline payload."""
         _, sent_op, dtype, shape, tag, _, _ = decode_header(head)
         tensor = self._tensor
-        nbytes = tensor.numel() * tensor.element_size()
         if tensor.dtype != dtype or tensor.shape != shape:
             sent = dtype.itemsize * math.prod(shape)
             self._p2p.settle(self._reqs, sent if sent > INLINE_BYTES else 0, self._src, self._tag, self._seq)
             self._reqs, self._keep = [], None
             p2p = self._p2p
             check_match(tensor, dtype, shape, sent_op, self._op, p2p.name(p2p.rank), p2p.name(self._src), tag)
+        nbytes = tensor.numel() * tensor.element_size()
         if 0 < nbytes <= INLINE_BYTES:
             copy_inline(tensor, head, nbytes)
 
@@ -134,23 +148,31 @@ class DirectP2P:
         self._recvd: dict = defaultdict(int)      # (src, tag) -> receives posted so far
         self._sending: deque = deque()            # (request, control) of buffered sends in flight
         self._orphans: list = []                  # (requests, buffers) nobody waits for any more
-        self._pool: list[torch.Tensor] = []       # free header receive buffers
+        self._pool: list[_Control] = []           # free control buffers
+        self._byte = _mpi().BYTE
 
-    def _mpi_tag(self, tag: int, seq: int) -> int:
-        return (tag << self._seq_bits) | (seq & self._seq_mask)
+    def _take(self) -> _Control:
+        return self._pool.pop() if self._pool else _Control()
+
+    def recycle(self, control: _Control) -> None:
+        if len(self._pool) < _POOL:
+            self._pool.append(control)
 
     def isend(self, tensor: torch.Tensor, dst: int, tag: int, op: str) -> Work:
         seq = self._sent[dst, tag]
-        control = encode_header(tensor, op, tag, seq, self.rank)   # raises on bad input
+        control = self._take()
+        length = write_header(control.address, tensor, op, tag, seq, self.rank)   # raises on bad input
         self._sent[dst, tag] = seq + 1
-        mpi_tag = self._mpi_tag(tag, seq)
-        head = self._head.Isend(_raw(control), dst, mpi_tag)
+        mpi_tag = (tag << self._seq_bits) | (seq & self._seq_mask)
+        head = self._head.Isend([control.mem, length, self._byte], dst, mpi_tag)
         if tensor.numel() * tensor.element_size() <= INLINE_BYTES:
             sending = self._sending
             while sending and sending[0][0].Test():  # (the oldest first: MPI completes them in order)
-                sending.popleft()
+                self.recycle(sending.popleft()[1])
             if sending or not head.Test():
                 sending.append((head, control))
+            else:
+                self.recycle(control)
             return _SENT
         host = _host(tensor)
         return _Requests(self, [head, self._data.Isend(_raw(host), dst, mpi_tag)], (control, tensor, host))
@@ -158,19 +180,15 @@ class DirectP2P:
     def irecv(self, tensor: torch.Tensor, src: int, tag: int, op: str) -> Work:
         seq = self._recvd[src, tag]
         self._recvd[src, tag] = seq + 1
-        mpi_tag = self._mpi_tag(tag, seq)
-        head_buf = self._pool.pop() if self._pool else torch.empty(CONTROL_BYTES, dtype=torch.uint8)
-        head = self._head.Irecv(_raw(head_buf), src, mpi_tag)
+        mpi_tag = (tag << self._seq_bits) | (seq & self._seq_mask)
+        control = self._take()
+        head = self._head.Irecv([control.mem, self._byte], src, mpi_tag)
         data = host = None
         if tensor.numel() * tensor.element_size() > INLINE_BYTES:
             host = _host(tensor, copy=False)
             data = self._data.Irecv(_raw(host), src, mpi_tag)
             host = None if host is tensor else host
-        return DirectRecv(self, tensor, src, tag, seq, op, head, head_buf, data, host)
-
-    def recycle(self, head_buf: torch.Tensor) -> None:
-        if len(self._pool) < _POOL:
-            self._pool.append(head_buf)
+        return DirectRecv(self, tensor, src, tag, seq, op, head, control, data, host)
 
     def settle(self, reqs: list, sent_payload: int, src: int, tag: int, seq: int) -> None:
         """A receive that did not match its message: its own payload receive (`reqs`) is
@@ -180,7 +198,7 @@ class DirectP2P:
             reqs[0].Cancel()
         if sent_payload and not reqs:
             scratch = torch.empty(sent_payload, dtype=torch.uint8)
-            reqs = [self._data.Irecv(_raw(scratch), src, self._mpi_tag(tag, seq))]
+            reqs = [self._data.Irecv(_raw(scratch), src, (tag << self._seq_bits) | (seq & self._seq_mask))]
             self.orphan(reqs, scratch)
         elif reqs:              # (else a larger payload is cut short: MPI reports a truncation, kept here)
             self.orphan(reqs, None)
