@@ -9,10 +9,10 @@ into a pooled CONTROL_BYTES buffer that every header message fits (a wrong-size 
 never an MPI truncation); the rank thread that waits on it polls MPI itself, checks the header
 (MessageMismatchError naming both shapes) and copies the inline payload.
 
-Why not the Framer's listener thread (which mpi used to route every header through): a hop
+Why not framing.Framer's listener thread (mpi used to route every header through it): a hop
 through another thread costs a wake-up and a GIL hand-off per message (14x raw mpi4py's time
 at 1 KB). MPI matches posted receives itself, and progresses them whenever any thread of the
-process is in MPI: the rank thread's own polls, or the listener's naps (mpi_progress) when
+process is in MPI: the rank thread's own polls, or the progress thread (mpi_progress) when
 rank code is elsewhere; so an isend waited before its irecv still completes.
 
 A send whose payload is inline is buffered (MPI's eager send; gloo's small sends do the same):
@@ -136,8 +136,8 @@ class DirectRecv(_Requests):
 class DirectP2P:
     """Group sends and receives over MPI communicators `head` (headers) and `data` (payloads).
 
-    `name(rank)` names a rank in error messages; `defer()` tells the listener that rank code
-    polls MPI now.
+    `name(rank)` names a rank in error messages; `defer()` tells the progress thread that rank
+    code polls MPI now.
     """
 
     def __init__(self, head, data, rank: int, seq_bits: int, name, defer):

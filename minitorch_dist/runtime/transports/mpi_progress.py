@@ -1,9 +1,8 @@
-"""Progress for the mpi backend: polled waits with deadlines, and the Framer's listener.
+"""Progress for the mpi backend: polled waits with deadlines, and the progress thread.
 
 MPI_Wait has no timeout, so rank code polls its requests (spin, then naps with a
-backoff capped at 1 ms). The Framer's listener thread receives control messages from
-any source (goodbyes) and drives MPI while rank code does not; _Listener keeps it out
-of MPI while rank code polls (two threads in MPI slow each other down).
+backoff capped at 1 ms). A Progress thread per group drives MPI while rank code does
+not, and keeps out of MPI while rank code polls (two threads in MPI slow each other down).
 """
 
 from __future__ import annotations
@@ -17,7 +16,6 @@ import torch
 
 from ..backend import DeadlineExpired, Work
 from ..env import oversubscribed
-from ..errors import PeerFailedError
 
 # busy-poll this long first: a message in flight completes at full speed. Not at all when the
 # node has more ranks than cores: a spinning rank then starves the one it waits for (8 ranks on
@@ -25,7 +23,7 @@ from ..errors import PeerFailedError
 _SPIN_S = 0.0 if oversubscribed() else 5e-3
 _NAP_MIN_S = 1e-5     # then sleep between polls, doubling from this...
 _NAP_MAX_S = 1e-3     # ...up to this: a long wait costs little CPU and is at most ~1 ms late
-_LISTEN_NAP_S = 1e-3  # the idle listener's nap: rank code keeps the CPU and drives MPI
+_LISTEN_NAP_S = 1e-3  # the progress thread's nap: rank code keeps the CPU and drives MPI
 
 def _mpi():
     """The mpi4py.MPI module (initialises MPI on first call)."""
@@ -67,7 +65,7 @@ class _RequestWork(Work):
     def wait(self, timeout: float | None) -> None:
         if self._req is None:
             return
-        self._backend._listener.defer()    # rank code drives MPI now: the listener steps back
+        self._backend._p2p.defer()         # rank code drives MPI now: the progress thread steps back
         try:
             _wait_request(self._req, timeout)
         except DeadlineExpired:            # MPI may still write there: keep it until it is done
@@ -79,56 +77,44 @@ class _RequestWork(Work):
             self._finish = None
 
 
-class _Listener:
-    """How the Framer's listener thread waits for control messages on `ctrl` (any source).
+class Progress:
+    """A thread that drives MPI while rank code does not (MPI moves messages only while a
+    thread of the process is in MPI): a posted receive then takes its message, and a peer's
+    send completes, whether or not this rank waits on it yet (an isend waited before the
+    irecv it answers, compute overlapping a transfer).
 
-    On mpi they are only goodbyes (Group messages go straight to their receives: mpi_p2p),
-    so the listener mostly drives MPI while rank code does not: it polls every 1 ms, and
-    not at all for _SPIN_S after rank code started an MPI wait of its own (defer):
-    whichever thread is in MPI when a large message flows copies all of it, and two
-    threads in MPI slow each other down. It never spins or blocks in MPI (MPI_Wait would
-    hold MPI's lock that rank code needs; a thread spinning on MPI_Test starves rank code
-    of the GIL).
+    It polls every 1 ms (MPI_Test of a receive on `comm` that no message fills), and not at all for
+    _SPIN_S after rank code started an MPI wait of its own (defer): whichever thread is in
+    MPI when a large message flows copies all of it, and two threads in MPI slow each other
+    down. It never spins or blocks in MPI (a thread spinning on MPI_Test starves rank code
+    of the GIL; MPI_Wait would hold MPI's lock that rank code needs).
     """
 
-    def __init__(self, ctrl, rank: int):
-        self._ctrl, self._rank = ctrl, rank
+    def __init__(self, comm, rank: int):
+        self._comm = comm
         self._stop = threading.Event()
         self._defer_until = 0.0
-        self.thread: threading.Thread | None = None
+        self.thread = threading.Thread(target=self._run, daemon=True, name=f"minitorch_dist-mpi-progress-r{rank}")
+        self.thread.start()
+
+    def _run(self) -> None:
+        MPI = _mpi()
+        idle = self._comm.Irecv([bytearray(1), MPI.BYTE], MPI.ANY_SOURCE, 0)
+        while not self._stop.wait(_LISTEN_NAP_S):
+            if time.perf_counter() >= self._defer_until:
+                idle.Test()
+        idle.Cancel()
+        idle.Wait()
 
     def defer(self) -> None:
-        """Rank code polls MPI itself (or is about to): no listener MPI calls for _SPIN_S."""
+        """Rank code polls MPI itself (or is about to): no MPI calls here for _SPIN_S."""
         self._defer_until = time.perf_counter() + _SPIN_S
 
-    def post(self, buf: torch.Tensor) -> Work:
-        """The listener thread's receive of its next control message, into `buf`."""
-        if self._stop.is_set():
-            raise PeerFailedError(f"rank {self._rank}: the mpi group was closed")
-        self.thread = threading.current_thread()
-        return _ListenWork(self, self._ctrl.Irecv(_raw(buf), _mpi().ANY_SOURCE, 0))
-
-    def wait(self, req) -> None:
-        """Until `req` (an any-source receive) holds a message from a peer."""
-        while time.perf_counter() < self._defer_until or not req.Test():
-            if self._stop.wait(_LISTEN_NAP_S):
-                req.Cancel()
-                req.Wait()
-                raise PeerFailedError(f"rank {self._rank}: the mpi group was closed")
-
     def stop(self, timeout: float = 2.0) -> None:
-        """Local: end the listener thread and its pending receive, so MPI can be finalised."""
+        """Local: end the thread, so MPI can be finalised (a thread in MPI would crash it)."""
         self._stop.set()
-        if self.thread is not None and self.thread is not threading.current_thread():
+        if self.thread is not threading.current_thread():
             self.thread.join(timeout)
-
-
-class _ListenWork(Work):
-    def __init__(self, listener: _Listener, req):
-        self._listener, self._req = listener, req
-
-    def wait(self, timeout: float | None) -> None:   # the listener thread waits forever
-        self._listener.wait(self._req)
 
 
 def settled(req) -> bool:
