@@ -2,14 +2,14 @@
 
 A control message is an int64[16] header (magic, kind, sender's op, dtype, ndim,
 numel, tag, sequence number, sender's rank, shape...) followed, for payloads up to
-INLINE_BYTES (64 KiB), by the payload itself; listeners post receives of CONTROL_BYTES (the
-header and 64 KiB). One message of header and payload costs less than two up to there: at
+INLINE_BYTES (64 KiB), by the payload itself; receives of control messages post CONTROL_BYTES
+(the header and 64 KiB). One message of header and payload costs less than two up to there: at
 64 KiB, two copies of the payload (~10 us) against a second gloo message (its own
 ready-to-send / ready-to-receive notes and wake-ups, 2-3x raw gloo's time). Larger payloads
-travel as raw messages of their own: on mpi one, on data tag (tag << SEQ_BITS) | seq; on gloo
+travel as raw messages of their own: on mpi one, on MPI tag (tag << seq bits) | seq; on gloo
 one per part of payload_parts(), on part_tag(tag, seq, code), so that a payload only ever meets
 a receive of exactly its own byte count, and the header alone (HEADER_BYTES) on
-header_tag(tag, seq). How messages flow is framing.py's business.
+header_tag(tag, seq). How messages flow is framing.py's business (mpi_p2p.py's on mpi).
 
 check_match is shared by every backend (sim too), so a receive whose buffer does not
 match what was sent reads the same everywhere: both ranks, both shapes, both ops.
