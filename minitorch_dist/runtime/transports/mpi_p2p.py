@@ -5,8 +5,8 @@ and, for payloads up to INLINE_BYTES, the payload itself. A larger payload follo
 data communicator, zero-copy. Both use MPI tag (user tag << seq_bits) | sequence number:
 the k-th message from a to b with tag t meets b's k-th receive from a with tag t (MPI keeps
 messages with equal source and tag in order). irecv posts both receives at once, the header's
-into a pooled CONTROL_BYTES buffer that every header message fits (a wrong-size receive is
-never an MPI truncation); the rank thread that waits on it polls MPI itself, checks the header
+into a pooled CONTROL_BYTES buffer that every header message fits (so a wrong-size receive
+still reads the sender's header); the rank thread that waits on it polls MPI itself, checks the header
 (MessageMismatchError naming both shapes) and copies the inline payload.
 
 Why not framing.Framer's listener thread (mpi used to route every header through it): a hop
@@ -124,7 +124,8 @@ class DirectRecv(_Requests):
         tensor = self._tensor
         if tensor.dtype != dtype or tensor.shape != shape:
             sent = dtype.itemsize * math.prod(shape)
-            self._p2p.settle(self._reqs, sent if sent > INLINE_BYTES else 0, self._src, self._tag, self._seq)
+            self._p2p.settle(self._reqs, self._keep, sent if sent > INLINE_BYTES else 0, self._src, self._tag,
+                             self._seq)
             self._reqs, self._keep = [], None
             p2p = self._p2p
             check_match(tensor, dtype, shape, sent_op, self._op, p2p.name(p2p.rank), p2p.name(self._src), tag)
@@ -190,18 +191,19 @@ class DirectP2P:
             host = None if host is tensor else host
         return DirectRecv(self, tensor, src, tag, seq, op, head, control, data, host)
 
-    def settle(self, reqs: list, sent_payload: int, src: int, tag: int, seq: int) -> None:
-        """A receive that did not match its message: its own payload receive (`reqs`) is
-        cancelled if no payload comes, and a payload of `sent_payload` bytes that none of ours
-        takes is drained, so the sender's send completes."""
-        if reqs and not sent_payload:
-            reqs[0].Cancel()
-        if sent_payload and not reqs:
+    def settle(self, reqs: list, keep, sent_payload: int, src: int, tag: int, seq: int) -> None:
+        """A receive that did not match its message: its own payload receive (`reqs`, into
+        `keep`) is cancelled if no payload comes, else left to take it (MPI reports a larger one
+        as a truncation), and a payload of `sent_payload` bytes that no receive of ours takes is
+        drained into scratch, so the sender's send completes."""
+        if reqs:
+            if not sent_payload:
+                reqs[0].Cancel()
+            self.orphan(reqs, keep)
+        elif sent_payload:
             scratch = torch.empty(sent_payload, dtype=torch.uint8)
-            reqs = [self._data.Irecv(_raw(scratch), src, (tag << self._seq_bits) | (seq & self._seq_mask))]
-            self.orphan(reqs, scratch)
-        elif reqs:              # (else a larger payload is cut short: MPI reports a truncation, kept here)
-            self.orphan(reqs, None)
+            mpi_tag = (tag << self._seq_bits) | (seq & self._seq_mask)
+            self.orphan([self._data.Irecv(_raw(scratch), src, mpi_tag)], scratch)
 
     def orphan(self, reqs: list, keep) -> None:
         """Keep `reqs` and their buffers until MPI is done with them."""
