@@ -32,7 +32,7 @@ from collections import defaultdict, deque
 
 import torch
 
-from ..backend import DeadlineExpired, Work
+from ..backend import Work
 from ..errors import MessageMismatchError
 from .framing_works import copy_inline
 from .mpi_progress import _host, _mpi, _raw, _wait_request, settled
@@ -207,6 +207,8 @@ class DirectP2P:
 
     def orphan(self, reqs: list, keep) -> None:
         """Keep `reqs` and their buffers until MPI is done with them."""
+        if _mpi().Is_finalized():       # a Work freed as the process ends: nothing to keep
+            return
         self._orphans = [o for o in self._orphans if not all(settled(r) for r in o[0])]
         self._orphans.append((list(reqs), keep))
 

@@ -23,7 +23,7 @@ from ..env import oversubscribed
 _SPIN_S = 0.0 if oversubscribed() else 5e-3
 _NAP_MIN_S = 1e-5     # then sleep between polls, doubling from this...
 _NAP_MAX_S = 1e-3     # ...up to this: a long wait costs little CPU and is at most ~1 ms late
-_LISTEN_NAP_S = 1e-3  # the progress thread's nap: rank code keeps the CPU and drives MPI
+_PROGRESS_NAP_S = 1e-3  # the progress thread's nap: rank code keeps the CPU and drives MPI
 
 def _mpi():
     """The mpi4py.MPI module (initialises MPI on first call)."""
@@ -100,7 +100,7 @@ class Progress:
     def _run(self) -> None:
         MPI = _mpi()
         idle = self._comm.Irecv([bytearray(1), MPI.BYTE], MPI.ANY_SOURCE, 0)
-        while not self._stop.wait(_LISTEN_NAP_S):
+        while not self._stop.wait(_PROGRESS_NAP_S):
             if time.perf_counter() >= self._defer_until:
                 idle.Test()
         idle.Cancel()
