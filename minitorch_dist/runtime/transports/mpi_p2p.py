@@ -39,6 +39,7 @@ from .mpi_progress import _host, _mpi, _raw, _wait_request, settled
 from .wire import CONTROL_BYTES, INLINE_BYTES, check_match, decode_header, write_header
 
 _POOL = 16          # control buffers kept for reuse (MPI moves a reused buffer faster, and no allocation)
+_KEEP_SENDS = 8     # buffered sends in flight before isend looks for completed ones itself
 
 
 class _Control:
@@ -53,7 +54,7 @@ class _Control:
 
 
 class Sent(Work):
-    """A buffered send: done at once (its request completes in DirectP2P._sending)."""
+    """A buffered send: done at once (DirectP2P._sending keeps its request until it completes)."""
 
     def wait(self, timeout: float | None) -> None:
         return None
@@ -167,18 +168,24 @@ class DirectP2P:
         mpi_tag = (tag << self._seq_bits) | (seq & self._seq_mask)
         head = self._head.Isend([control.mem, length, self._byte], dst, mpi_tag)
         if tensor.numel() * tensor.element_size() <= INLINE_BYTES:
-            sending = self._sending
-            while sending and sending[0][0].Test():  # (the oldest first: MPI completes them in order)
-                self.recycle(sending.popleft()[1])
-            if sending or not head.Test():
-                sending.append((head, control))
-            else:
-                self.recycle(control)
+            self._sending.append((head, control))
+            if len(self._sending) > _KEEP_SENDS:
+                self._sent_done()
             return _SENT
         host = _host(tensor)
         return _Requests(self, [head, self._data.Isend(_raw(host), dst, mpi_tag)], (control, tensor, host))
 
+    def _sent_done(self) -> None:
+        """Recycle the buffers of buffered sends that completed, oldest first (one in flight holds
+        back younger ones). Called by irecv, off the path of a ping-pong's reply, and by isend
+        past _KEEP_SENDS."""
+        sending = self._sending
+        while sending and sending[0][0].Test():
+            self.recycle(sending.popleft()[1])
+
     def irecv(self, tensor: torch.Tensor, src: int, tag: int, op: str) -> Work:
+        if self._sending:
+            self._sent_done()
         seq = self._recvd[src, tag]
         self._recvd[src, tag] = seq + 1
         mpi_tag = (tag << self._seq_bits) | (seq & self._seq_mask)
