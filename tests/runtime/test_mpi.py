@@ -1,4 +1,5 @@
-"""The mpi backend under a real mpirun: every Group op at world sizes 1, 2, 3, 5 and 8, and faults.
+"""The mpi backend under a real mpirun: every Group op at world sizes 1, 2, 3, 5 and 8, faults, and
+the direct messages of mpi_p2p (mismatches, buffered sends, progress, close).
 
 Each job runs `mpirun -n N python tests/runtime/mpi_scripts/<script>.py [case]`. The
 ranks check their own results and print `MTD_RESULT {json}` lines; the verdict is
@@ -253,4 +254,26 @@ def test_mismatched_recv_names_both_ranks_and_shapes():
     for text in ("float32 of shape (4,)", "int64 of shape (4,)", "the dtype differs"):
         assert text in dtype_error, dtype_error
     assert result["after"] == [0.0, 1.0, 2.0, 3.0, 4.0]     # the channel still works afterwards
+    assert_no_leftovers(job)
+
+
+# -- direct messages (transports/mpi_p2p.py) -----------------------------------------------
+
+@needs_mpirun
+def test_direct_messages_mismatches_buffering_progress_and_close():
+    """mpi_scripts/p2p.py: every inline/payload mix of a wrong-size receive is a clear error that
+    frees its sender and leaves the tag usable; inline sends are buffered; a dropped isend is
+    delivered; a receive nobody waits on progresses; close() drains what nobody received."""
+    job = run_job("p2p.py", 2, timeout=90)
+    assert job.returncode == 0, job.describe()
+    (result,) = job.results
+    mixes = [(1 << 18, 10), (10, 1 << 18), (1 << 18, 1 << 17), (1 << 17, 1 << 18), (5000, 7000)]
+    for error, (sent, received) in zip(result["mismatch"]["errors"], mixes):
+        assert error is not None and f"float32 of shape ({sent},)" in error and \
+            f"float32 of shape ({received},)" in error and "recv on rank 1 from rank 0" in error, error
+    assert result["mismatch"]["after"] == [[float(tag)] * 3 for tag in range(len(mixes))]
+    assert result["buffered"] == 0.0 and result["dropped"] == 5.0
+    # rank 1 slept 1 s after posting the 1 MiB receive: the send completed meanwhile
+    assert result["sender_s"][-1] < 0.5, result["sender_s"]
+    assert result["stale"] == 2.0, "a message of a closed group reached the next group's receive"
     assert_no_leftovers(job)

@@ -85,10 +85,12 @@ def world_for(job: ExternalJob, backend: str, device=None):
 
 
 def _close_world() -> None:
-    """At exit, on every rank: end the world group's listener before its connections go away.
+    """At exit, on every rank: end the world group's threads (gloo's listener, mpi's progress
+    thread) before its connections go away.
 
-    Not after a failed run: closing waits (up to 10 s) for every peer's goodbye, and peers that
-    wait for this rank never send it; the process ends and the OS closes the connections."""
+    Not after a failed run: closing waits (up to 10 s) for every peer (its goodbye on gloo, a
+    barrier on mpi), and peers that wait for this rank never get there; the process ends and
+    the OS closes the connections."""
     world = _world.pop("backend", None)
     if world is not None and not _world.get("failed"):
         try:

@@ -1,7 +1,8 @@
 """Process transports: Group messages between real processes.
 
     gloo.py           torch's ProcessGroupGloo (CPU; CUDA tensors are staged through the host)
-    mpi.py            mpi4py communicators; mpi_progress.py: polled waits and the listener
+    mpi.py            mpi4py communicators; mpi_p2p.py: its messages, straight to their receives;
+                      mpi_progress.py: polled waits and the progress thread
     nccl.py           one GPU per rank: the provided collectives by NCCL, messages framed over gloo
     framing.py        Group messages over a raw byte transport; framing_works.py: its Works;
                       sendwatch.py: the thread that copies gloo's waiting sends to the listener

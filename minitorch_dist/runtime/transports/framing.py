@@ -1,4 +1,4 @@
-"""Framing: Group messages over a raw byte transport (gloo, mpi), with progress of their own.
+"""Framing: Group messages over a raw byte transport (gloo), with progress of their own.
 
 Every Group message has a header (wire.py) carrying, for payloads up to 64 KiB, the
 payload itself (one message, not two); larger payloads follow as raw messages of their
@@ -13,8 +13,8 @@ The k-th message from rank a to rank b with tag t has sequence number k on both 
 in order, so headers and payloads never meet the wrong receive.
 
 A listener thread per group receives every peer's control messages (the transport's
-receive-from-any-source) and matches headers to posted receives (on mpi every header; on
-gloo the copies below), so small sends complete whether or not their receive is posted,
+receive-from-any-source) and matches headers to posted receives (the copies below; mpi
+has a direct path of its own, mpi_p2p.py, and no Framer), so small sends complete whether or not their receive is posted,
 and a mismatch is found (and its sender freed, below) while nobody waits on the receive.
 
 exact_parts (gloo): gloo aborts the process when a message is larger than its posted
@@ -69,8 +69,8 @@ class Framer:
     raw_irecv_any(buf, wire_tag) posts a receive from any peer (the header names the
     sender). `name_rank(r)` turns a group rank into text for error messages. Call
     close() on every member. exact_parts: exact-length parts and direct messages (see the
-    module docstring; gloo needs them; MPI reports truncation as an error, and its headers go
-    through the listener, its payloads whole).
+    module docstring; gloo needs them; without them every header goes through the listener
+    and payloads travel whole, which no backend uses now).
     """
 
     def __init__(self, raw_isend: RawPost, raw_irecv: RawPost, raw_irecv_any: RawPostAny,

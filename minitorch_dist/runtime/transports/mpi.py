@@ -3,18 +3,19 @@
     mpirun -n 4 python train.py      # in train.py: launch(main, 4) runs this rank's part
     launch(main, 4, backend="mpi")   # or from a notebook: ranks started by mpiexec
 
-Point-to-point: framing.Framer over MPI Isend/Irecv of raw bytes, handed to MPI without
-a copy. Control messages (headers, small payloads) travel on a communicator of their
-own, received from any source by the Framer's listener thread; payloads on the
-group's data communicator. Provided collectives: MPI's non-blocking ones (Iallreduce,
-Iallgather, Ireduce_scatter_block, Ibcast, Ibarrier); dtypes MPI cannot reduce
-(float16, bfloat16, float8, bool) are reduced in a float32/uint8 copy.
+Point-to-point (mpi_p2p): each message's header (with a payload up to 64 KiB) goes on a
+communicator of its own straight to its posted receive, which the waiting rank thread
+checks itself; larger payloads follow on the group's data communicator, handed to MPI
+without a copy; a progress thread drives MPI while rank code does not. Provided
+collectives: MPI's non-blocking ones (Iallreduce, Iallgather, Ireduce_scatter_block,
+Ibcast, Ibarrier); dtypes MPI cannot reduce (float16, bfloat16, float8, bool) are
+reduced in a float32/uint8 copy.
 
 MPI_Wait has no timeout, so rank code polls its requests: it spins for _SPIN_S (a
 message in flight completes at full speed), then naps with a backoff capped at 1 ms,
 and honours the run's deadline; on expiry the Group builds the deadlock report from
 the states every rank publishes to the job's TCPStore. Only one thread of a rank is
-in MPI at a time when it matters (see mpi_progress._Listener): two slow each other down.
+in MPI at a time when it matters (see mpi_progress.Progress): two slow each other down.
 
 MPI here is not CUDA-aware: CUDA tensors travel through host copies. mpi4py.MPI is
 imported on first use, so importing this module does not initialise MPI.
@@ -23,17 +24,16 @@ imported on first use, so importing this module does not initialise MPI.
 from __future__ import annotations
 
 import atexit
-import threading
 import zlib
 
 import torch
 
-from ..backend import Backend, DoneWork, Work
+from ..backend import Backend, DeadlineExpired, DoneWork, Work
 from ..devices import rank_device
 from ..env import mpi_rank_and_size
 from . import wire
-from .framing import Framer
-from .mpi_progress import _Listener, _RecvWait, _RequestWork, _mpi, _raw
+from .mpi_p2p import DirectP2P
+from .mpi_progress import Progress, _host, _mpi, _raw, _RequestWork, _wait_request
 
 
 def running_under_mpirun() -> bool:
@@ -53,15 +53,8 @@ _WIDEN = {getattr(torch, k): torch.float32 for k in ("float16", "bfloat16", "flo
 _WIDEN[torch.bool] = torch.uint8
 _MPI_OPS = {"sum": "SUM", "prod": "PROD", "max": "MAX", "min": "MIN"}
 _BOOL_OPS = {"sum": "max", "prod": "min", "max": "max", "min": "min"}  # or, and, or, and
-_live: set = set()   # backends whose listener may still run: stopped at exit, before MPI_Finalize
-
-
-def _host(t: torch.Tensor, dtype: torch.dtype | None = None, copy: bool = True) -> torch.Tensor:
-    """`t` itself when it is on the CPU with `dtype`; else a CPU copy (or empty buffer) of it."""
-    dtype = t.dtype if dtype is None else dtype
-    if t.device.type == "cpu" and t.dtype == dtype:
-        return t
-    return t.detach().to("cpu", dtype).contiguous() if copy else torch.empty(t.shape, dtype=dtype)
+_live: set = set()   # backends whose progress thread may still run: stopped at exit, before MPI_Finalize
+_unsent: list = []   # buffers of sends no receive took before their group closed (MPI may read them)
 
 
 class MpiBackend(Backend):
@@ -84,28 +77,28 @@ class MpiBackend(Backend):
         MPI = _mpi()
         if MPI.Query_thread() < MPI.THREAD_MULTIPLE:
             raise RuntimeError("mpi backend: MPI was initialised without MPI_THREAD_MULTIPLE; the "
-                               "listener thread needs it. Do not lower mpi4py.rc.thread_level.")
+                               "progress thread needs it. Do not lower mpi4py.rc.thread_level.")
         self._MPI = MPI
         self._comm = comm if _adopt else comm.Dup()   # payloads and collectives
-        self._ctrl = self._comm.Dup()                 # control messages, tag 0, any source
+        self._idle = self._comm.Dup()                 # the progress thread's receive, never filled
+        self._head = self._comm.Dup()                 # Group messages' headers (mpi_p2p)
         self.rank, self.size = self._comm.Get_rank(), self._comm.Get_size()
         if world_ranks is None:
             world_ranks = MPI.Group.Translate_ranks(comm.Get_group(), list(range(self.size)),
                                                     MPI.COMM_WORLD.Get_group())
         self.world_ranks = tuple(world_ranks)
-        # MPI keeps messages with equal (source, tag) in order, so folding the Framer's
-        # sequence numbers into the bits MPI's tags have left loses nothing.
+        # MPI keeps messages with equal (source, tag) in order, so folding sequence numbers
+        # into the bits MPI's tags have left loses nothing.
         self._tag_ub = self._comm.Get_attr(MPI.TAG_UB)
-        self._seq_bits = min(self._tag_ub.bit_length() - wire.TAG_BITS, wire.SEQ_BITS)
-        if self._seq_bits < 1:
+        seq_bits = min(self._tag_ub.bit_length() - wire.TAG_BITS, wire.SEQ_BITS)
+        if seq_bits < 1:
             raise RuntimeError(f"mpi backend: this MPI's largest tag is {self._tag_ub}, too small for "
                                f"{wire.TAG_BITS}-bit user tags; use the gloo backend")
-        self._orphans: list = []               # buffers of requests abandoned at a deadline
-        self._listener = _Listener(self._ctrl, self.rank)
-        self._framer = Framer(self._raw_isend, self._raw_irecv, self._raw_irecv_any,
-                                   self.rank, self.size, self._name_rank)
+        self._progress = Progress(self._idle, self.rank) if self.size > 1 else None
+        defer = self._progress.defer if self._progress is not None else _no_progress
+        self._p2p = DirectP2P(self._head, self._comm, self.rank, seq_bits, self._name_rank, defer)
         if not _live:
-            atexit.register(_stop_listeners)
+            atexit.register(_stop_threads)
         _live.add(self)
 
     def _name_rank(self, r: int) -> str:
@@ -115,36 +108,12 @@ class MpiBackend(Backend):
     def _work(self, req, keep, finish=None) -> Work:
         return _RequestWork(self, req, keep, finish)
 
-    # -- point to point: raw byte messages under the Framer -------------------------------------
-    def _route(self, wire_tag: int):
-        """(communicator, MPI tag) of a wire tag."""
-        if wire_tag == wire.CONTROL_TAG:
-            return self._ctrl, 0
-        tag, seq = wire_tag >> wire.SEQ_BITS, wire_tag & ((1 << wire.SEQ_BITS) - 1)
-        return self._comm, (tag << self._seq_bits) | (seq & ((1 << self._seq_bits) - 1))
-
-    def _raw_isend(self, buf: torch.Tensor, dst: int, wire_tag: int) -> Work:
-        comm, tag = self._route(wire_tag)
-        host = _host(buf)
-        return self._work(comm.Isend(_raw(host), dst, tag), (buf, host))
-
-    def _raw_irecv(self, buf: torch.Tensor, src: int, wire_tag: int) -> Work:
-        if threading.current_thread() is self._listener.thread:
-            self._listener.defer()             # a payload whose receiver will wait on it soon
-        comm, tag = self._route(wire_tag)
-        host = _host(buf, copy=False)
-        req = comm.Irecv(_raw(host), src, tag)
-        return self._work(req, (buf, host), None if host is buf else (lambda: buf.copy_(host)))
-
-    def _raw_irecv_any(self, buf: torch.Tensor, wire_tag: int) -> Work:
-        assert wire_tag == wire.CONTROL_TAG, "the Framer receives only control messages from any source"
-        return self._listener.post(buf)
-
+    # -- point to point: straight to the receive (mpi_p2p) ---------------------------------------
     def isend(self, tensor: torch.Tensor, dst: int, tag: int, op: str) -> Work:
-        return self._framer.isend(tensor, dst, tag, op)
+        return self._p2p.isend(tensor, dst, tag, op)
 
     def irecv(self, tensor: torch.Tensor, src: int, tag: int, op: str) -> Work:
-        return _RecvWait(self._listener, self._framer.irecv(tensor, src, tag, op))
+        return self._p2p.irecv(tensor, src, tag, op)
 
     # -- collectives ----------------------------------------------------------------------------
     def _reduce_setup(self, dtype: torch.dtype, op: str, call: str):
@@ -212,21 +181,29 @@ class MpiBackend(Backend):
         return sub
 
     def close(self, timeout: float | None = 10.0) -> None:
-        """Collective: end the listeners (the Framer's goodbyes), then free the communicators."""
+        """Collective: once every member is here (no peer sends any more), receive what nobody
+        received, then free the communicators."""
         if self._comm is None:
             return
+        if self._progress is not None:
+            self._progress.stop()
         try:
-            self._framer.close(timeout)
-        except Exception:  # noqa: BLE001 - a peer that never said goodbye: stop ours anyway
+            _wait_request(self._comm.Ibarrier(), timeout)
+            _unsent.extend(self._p2p.close())
+        except DeadlineExpired:     # a member that never closes: free ours anyway
             pass
-        self._listener.stop()
-        for comm in (self._ctrl, self._comm):
+        for comm in (self._idle, self._head, self._comm):
             comm.Free()
-        self._comm = self._ctrl = None
+        self._comm = self._idle = self._head = None
         _live.discard(self)
 
 
-def _stop_listeners() -> None:
-    """At exit, before MPI_Finalize: a listener still in MPI would crash it."""
+def _no_progress() -> None:
+    return None
+
+
+def _stop_threads() -> None:
+    """At exit, before MPI_Finalize: a progress thread still in MPI would crash it."""
     for backend in list(_live):
-        backend._listener.stop()
+        if backend._progress is not None:
+            backend._progress.stop()

@@ -1,9 +1,8 @@
-"""Progress for the mpi backend: polled waits with deadlines, and the Framer's listener.
+"""Progress for the mpi backend: polled waits with deadlines, and the progress thread.
 
 MPI_Wait has no timeout, so rank code polls its requests (spin, then naps with a
-backoff capped at 1 ms). The Framer's listener thread receives control messages from
-any source; _Listener decides when it may sit in MPI and when it must leave the CPU
-and MPI to rank code (two threads in MPI slow each other down).
+backoff capped at 1 ms). A Progress thread per group drives MPI while rank code does
+not, and keeps out of MPI while rank code polls (two threads in MPI slow each other down).
 """
 
 from __future__ import annotations
@@ -17,7 +16,6 @@ import torch
 
 from ..backend import DeadlineExpired, Work
 from ..env import oversubscribed
-from ..errors import PeerFailedError
 
 # busy-poll this long first: a message in flight completes at full speed. Not at all when the
 # node has more ranks than cores: a spinning rank then starves the one it waits for (8 ranks on
@@ -25,7 +23,7 @@ from ..errors import PeerFailedError
 _SPIN_S = 0.0 if oversubscribed() else 5e-3
 _NAP_MIN_S = 1e-5     # then sleep between polls, doubling from this...
 _NAP_MAX_S = 1e-3     # ...up to this: a long wait costs little CPU and is at most ~1 ms late
-_LISTEN_NAP_S = 1e-3  # the idle listener's nap: rank code keeps the CPU and drives MPI
+_PROGRESS_NAP_S = 1e-3  # the progress thread's nap: rank code keeps the CPU and drives MPI
 
 def _mpi():
     """The mpi4py.MPI module (initialises MPI on first call)."""
@@ -67,12 +65,11 @@ class _RequestWork(Work):
     def wait(self, timeout: float | None) -> None:
         if self._req is None:
             return
-        self._backend._listener.defer()    # rank code drives MPI now: the listener steps back
+        self._backend._p2p.defer()         # rank code drives MPI now: the progress thread steps back
         try:
             _wait_request(self._req, timeout)
         except DeadlineExpired:            # MPI may still write there: keep it until it is done
-            orphans = self._backend._orphans
-            orphans[:] = [o for o in orphans if not o[0].Test()] + [(self._req, self._keep)]
+            self._backend._p2p.orphan([self._req], self._keep)
             raise
         self._req, self._keep = None, None
         if self._finish is not None:
@@ -80,119 +77,60 @@ class _RequestWork(Work):
             self._finish = None
 
 
-class _Listener:
-    """How the Framer's listener thread waits for control messages on `ctrl` (any source).
+class Progress:
+    """A thread that drives MPI while rank code does not (MPI moves messages only while a
+    thread of the process is in MPI): a posted receive then takes its message, and a peer's
+    send completes, whether or not this rank waits on it yet (an isend waited before the
+    irecv it answers, compute overlapping a transfer).
 
-    Hot (rank code waits on a receive, for up to _SPIN_S): it blocks in MPI_Wait, in C,
-    without the GIL, and sees the header within microseconds. Rank code ends a hot wait
-    by sending its own rank a byte on `ctrl` (a ping, dropped here); the first header
-    delivered ends it too, so that rank code, about to wake, has the CPU.
-    Idle: it polls every 1 ms, and not at all for _SPIN_S after rank code started an
-    MPI wait of its own (defer): whichever thread is in MPI when a large message flows
-    copies all of it, and two threads in MPI slow each other down. It never spins in
-    Python: a thread spinning on MPI_Test starves rank code of the GIL.
+    It polls every 1 ms (MPI_Test of a receive on `comm` that no message fills), and not at all for
+    _SPIN_S after rank code started an MPI wait of its own (defer): whichever thread is in
+    MPI when a large message flows copies all of it, and two threads in MPI slow each other
+    down. It never spins or blocks in MPI (a thread spinning on MPI_Test starves rank code
+    of the GIL; MPI_Wait would hold MPI's lock that rank code needs).
     """
 
-    def __init__(self, ctrl, rank: int):
-        self._ctrl, self._rank = ctrl, rank
-        self._lock = threading.Lock()
-        self._wake = threading.Event()       # set when rank code starts waiting on a receive
-        self.hot = self._blocking = self._closing = False
+    def __init__(self, comm, rank: int):
+        self._comm = comm
+        self._stop = threading.Event()
         self._defer_until = 0.0
-        self.thread: threading.Thread | None = None
-        self._ping = bytearray(1)
+        self.thread = threading.Thread(target=self._run, daemon=True, name=f"minitorch_dist-mpi-progress-r{rank}")
+        self.thread.start()
 
-    def heat(self) -> None:
-        self.hot = True
-        self._wake.set()
+    def _run(self) -> None:
+        MPI = _mpi()
+        idle = self._comm.Irecv([bytearray(1), MPI.BYTE], MPI.ANY_SOURCE, 0)
+        while not self._stop.wait(_PROGRESS_NAP_S):
+            if time.perf_counter() >= self._defer_until:
+                idle.Test()
+        idle.Cancel()
+        idle.Wait()
 
     def defer(self) -> None:
-        """Rank code polls MPI itself (or is about to): no listener MPI calls for _SPIN_S."""
-        if self.hot:
-            self.cool()
+        """Rank code polls MPI itself (or is about to): no MPI calls here for _SPIN_S."""
         self._defer_until = time.perf_counter() + _SPIN_S
 
-    def cool(self) -> None:
-        """Back to naps; ping the listener out of MPI_Wait if it is blocked there."""
-        with self._lock:
-            self.hot, ping, self._blocking = False, self._blocking, False
-        if ping:
-            self._ctrl.Isend([self._ping, _mpi().BYTE], self._rank, 0).Free()
-
-    def post(self, buf: torch.Tensor) -> Work:
-        """The listener thread's receive of its next control message, into `buf`."""
-        if self._closing:
-            raise PeerFailedError(f"rank {self._rank}: the mpi group was closed")
-        self.thread = threading.current_thread()
-        return _ListenWork(self, self._ctrl.Irecv(_raw(buf), _mpi().ANY_SOURCE, 0), buf)
-
-    def wait(self, req, buf) -> None:
-        """Until `req` (an any-source receive into `buf`) holds a message from a peer."""
-        status = _mpi().Status()
-        try:
-            while True:
-                with self._lock:
-                    self._blocking = self.hot and not self._closing
-                if self._blocking:
-                    req.Wait(status)
-                elif time.perf_counter() < self._defer_until or not req.Test(status):
-                    if self._closing:
-                        req.Cancel()
-                        req.Wait()
-                        raise PeerFailedError(f"rank {self._rank}: the mpi group was closed")
-                    if self._wake.wait(_LISTEN_NAP_S):     # rank code began waiting on a receive
-                        self._wake.clear()
-                    continue
-                if status.Get_source() != self._rank:
-                    self.hot = False     # rank code is about to run: leave it the CPU
-                    return
-                req = self._ctrl.Irecv(_raw(buf), _mpi().ANY_SOURCE, 0)  # that was a ping
-        finally:
-            with self._lock:
-                self._blocking = False
-
     def stop(self, timeout: float = 2.0) -> None:
-        """Local: end the listener thread and its pending receive, so MPI can be finalised."""
-        self._closing = True
-        self.cool()
-        if self.thread is not None and self.thread is not threading.current_thread():
+        """Local: end the thread, so MPI can be finalised (a thread in MPI would crash it)."""
+        self._stop.set()
+        if self.thread is not threading.current_thread():
             self.thread.join(timeout)
 
 
-class _ListenWork(Work):
-    def __init__(self, listener: _Listener, req, buf: torch.Tensor):
-        self._listener, self._req, self._buf = listener, req, buf
+def settled(req) -> bool:
+    """Whether MPI is done with `req` (complete, cancelled, or failed: a truncated receive)."""
+    try:
+        return req.Test()
+    except _mpi().Exception:
+        return True
 
-    def wait(self, timeout: float | None) -> None:   # the listener thread waits forever
-        self._listener.wait(self._req, self._buf)
 
-
-class _RecvWait(Work):
-    """A Framer receive. Waiting on it makes the listener hot for up to _SPIN_S (never when
-    oversubscribed: a hot listener spins in MPI_Wait).
-
-    A longer wait goes on after the Framer's DeadlineExpired at _SPIN_S (its receives
-    may be waited on again), with the listener back to naps.
-    """
-
-    def __init__(self, listener: _Listener, work: Work):
-        self._listener, self._work = listener, work
-
-    def wait(self, timeout: float | None) -> None:
-        if _SPIN_S == 0:                     # oversubscribed: the listener keeps napping
-            return self._work.wait(timeout)
-        self._listener.heat()
-        try:
-            if timeout is None or timeout > _SPIN_S:
-                start = time.perf_counter()
-                try:
-                    return self._work.wait(_SPIN_S)
-                except DeadlineExpired:      # a long wait: the listener goes back to naps
-                    self._listener.cool()
-                timeout = None if timeout is None else timeout - (time.perf_counter() - start)
-            self._work.wait(timeout)
-        finally:
-            self._listener.cool()
+def _host(t: torch.Tensor, dtype: torch.dtype | None = None, copy: bool = True) -> torch.Tensor:
+    """`t` itself when it is on the CPU with `dtype`; else a CPU copy (or empty buffer) of it."""
+    dtype = t.dtype if dtype is None else dtype
+    if t.device.type == "cpu" and t.dtype == dtype:
+        return t
+    return t.detach().to("cpu", dtype).contiguous() if copy else torch.empty(t.shape, dtype=dtype)
 
 
 def _raw(t: torch.Tensor) -> list:

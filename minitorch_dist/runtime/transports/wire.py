@@ -2,14 +2,14 @@
 
 A control message is an int64[16] header (magic, kind, sender's op, dtype, ndim,
 numel, tag, sequence number, sender's rank, shape...) followed, for payloads up to
-INLINE_BYTES (64 KiB), by the payload itself; listeners post receives of CONTROL_BYTES (the
-header and 64 KiB). One message of header and payload costs less than two up to there: at
+INLINE_BYTES (64 KiB), by the payload itself; receives of control messages post CONTROL_BYTES
+(the header and 64 KiB). One message of header and payload costs less than two up to there: at
 64 KiB, two copies of the payload (~10 us) against a second gloo message (its own
 ready-to-send / ready-to-receive notes and wake-ups, 2-3x raw gloo's time). Larger payloads
-travel as raw messages of their own: on mpi one, on data tag (tag << SEQ_BITS) | seq; on gloo
+travel as raw messages of their own: on mpi one, on MPI tag (tag << seq bits) | seq; on gloo
 one per part of payload_parts(), on part_tag(tag, seq, code), so that a payload only ever meets
 a receive of exactly its own byte count, and the header alone (HEADER_BYTES) on
-header_tag(tag, seq). How messages flow is framing.py's business.
+header_tag(tag, seq). How messages flow is framing.py's business (mpi_p2p.py's on mpi).
 
 check_match is shared by every backend (sim too), so a receive whose buffer does not
 match what was sent reads the same everywhere: both ranks, both shapes, both ops.
@@ -63,6 +63,16 @@ def describe(dtype: torch.dtype, shape) -> str:
 def encode_header(tensor: torch.Tensor, op: str, tag: int, seq: int, src: int, kind: int = _MSG) -> torch.Tensor:
     """The control message announcing `tensor`, sent by `op`: the header, then the payload if it
     fits (both transports accept a message shorter than the posted buffer)."""
+    nbytes = tensor.numel() * tensor.element_size()
+    control = torch.empty(HEADER_BYTES + (nbytes if nbytes <= INLINE_BYTES else 0), dtype=torch.uint8)
+    write_header(control.data_ptr(), tensor, op, tag, seq, src, kind)
+    return control
+
+
+def write_header(address: int, tensor: torch.Tensor, op: str, tag: int, seq: int, src: int,
+                 kind: int = _MSG) -> int:
+    """Write encode_header's control message at `address` (room for CONTROL_BYTES); return its
+    length. Written through the address, no torch ops: a small send's cost is its overhead."""
     ndim = tensor.dim()
     if ndim > MAX_NDIM:
         raise ValueError(f"{op}: tensors of more than {MAX_NDIM} dimensions are not supported "
@@ -73,15 +83,12 @@ def encode_header(tensor: torch.Tensor, op: str, tag: int, seq: int, src: int, k
     numel = tensor.numel()
     nbytes = numel * tensor.element_size()
     inline = nbytes if nbytes <= INLINE_BYTES else 0
-    # one buffer, written through its address: no torch ops (a small send's cost is its overhead)
-    control = torch.empty(HEADER_BYTES + inline, dtype=torch.uint8)
-    address = control.data_ptr()
     _HEADER.pack_into(_HEADER_VIEW.from_address(address), 0, MAGIC, kind, _OP_CODE[op], code, ndim, numel,
                       tag, seq, src, *tensor.shape, *_NO_DIMS[ndim:])
     if inline:      # the payload's bytes: one copy
         host = tensor if tensor.is_cpu and tensor.is_contiguous() else tensor.cpu().contiguous()
         ctypes.memmove(address + HEADER_BYTES, host.data_ptr(), inline)
-    return control
+    return HEADER_BYTES + inline
 
 
 def encode_control(kind: int, src: int, numel: int = 0, tag: int = 0, seq: int = 0) -> torch.Tensor:

@@ -127,7 +127,7 @@ def p2p(g, c: Checker) -> None:
         c.check(got is buf and same(got.contiguous(), pattern(dtype, shape, left, salt=5)),
                 f"sendrecv {dtype} {shape}")
     # 4. all-to-all of 4 MB messages (rendezvous), sends waited first: the receives must
-    #    progress without being waited on (the listener posts their payloads)
+    #    progress without being waited on (irecv posts their payloads' receives at once)
     n = 1 << 20
     recvs = {q: g.irecv(torch.empty(n), q, tag=8) for q in range(p) if q != r}
     outs = {q: torch.full((n,), float(100 * r + q)) for q in range(p) if q != r}
