@@ -53,12 +53,13 @@ from ..errors import MessageMismatchError
 from .framing_works import BufferedSend, RecvWork, SendWork, copy_inline, waiter
 from .sendwatch import SendWatch
 from .wire import (_BYE, _COPY, _MSG, CONTROL_BYTES, CONTROL_TAG, HEADER_BYTES,
-                   INLINE_BYTES, SEQ_BITS, as_bytes, check_match, decode_header, encode_control, encode_header,
-                   header_tag, part_tag, payload_parts, with_kind)
+                   INLINE_BYTES, SEQ_BITS, as_bytes, check_match, control_bytes, decode_header, encode_control,
+                   encode_header, header_tag, part_tag, payload_parts, with_kind)
 
 RawPost = Callable[[torch.Tensor, int, int], Work]  # (uint8 buffer, peer, wire tag) -> Work
 RawPostAny = Callable[[torch.Tensor, int], Work]  # (uint8 buffer, wire tag): from any peer
 KEEP_SENDS = 64     # small gloo sends kept in flight (their handles done) before the oldest is completed
+SPARE_SIZES = 16    # message sizes whose completed control buffers are kept for reuse
 _NOT_EARLY = (None, False)
 
 
@@ -87,6 +88,8 @@ class Framer:
         self._drains: list = []           # raw receives kept alive, never waited (see _settle)
         self._unfinished: dict[int, Work] = {}  # gloo: works not waited to the end, kept alive
         self._sends: deque[BufferedSend] = deque()  # gloo: small sends in flight, oldest first (_buffered)
+        self._spare_headers: list[torch.Tensor] = []  # gloo: header buffers to reuse (RecvWork.wait)
+        self._spare_controls: dict[int, list[torch.Tensor]] = {}  # gloo: control buffers of completed small sends
         self._broken: BaseException | None = None
         self._watch = SendWatch(self._outgoing, self._copy)
         loops = {} if size == 1 else {"listener": self._listen, **({"sendwatch": self._watch.run} if exact_parts else {})}
@@ -104,7 +107,9 @@ class Framer:
     def isend(self, tensor: torch.Tensor, dst: int, tag: int, op: str) -> Work:
         seq = self._sent[dst, tag]
         nbytes = tensor.numel() * tensor.element_size()
-        control = encode_header(tensor, op, tag, seq, self._rank)      # these two raise on bad input
+        spare = self._spare_controls.get(control_bytes(nbytes))
+        control = encode_header(tensor, op, tag, seq, self._rank,      # these two raise on bad input
+                                out=spare.pop() if spare else None)
         parts = self._parts(tag, seq, nbytes) if nbytes > INLINE_BYTES else []
         self._sent[dst, tag] = seq + 1
         if not self._exact:
@@ -129,8 +134,18 @@ class Framer:
         sends = self._sends
         sends.append(work)
         if len(sends) > KEEP_SENDS:
-            sends[0].complete(None, wake=False)
+            done = sends[0]
+            done.complete(None, wake=False)
             sends.popleft()
+            control = done.keep[0]
+            with self._lock:        # (_copy reads the buffer of a send not complete, under the lock)
+                spare = self._spare_controls.get(control.numel())
+                if spare is None:
+                    if len(self._spare_controls) >= SPARE_SIZES:
+                        self._spare_controls.clear()
+                    spare = self._spare_controls[control.numel()] = []
+                if len(spare) < 2:
+                    spare.append(control)       # the next send of this size writes its message there
         return work
 
     def _outgoing(self) -> list:
@@ -144,7 +159,10 @@ class Framer:
         """Send the header of direct send `work` to the receiver's listener, once (see the module docstring)."""
         with self._lock:
             copied, work.copied = work.copied, True
-        return None if copied else self._raw_isend(with_kind(work.keep[0], _COPY), work.dst, CONTROL_TAG)
+            if copied or (work.buffered and work.raw is None):   # (a complete one's buffer may be reused)
+                return None
+            control = with_kind(work.keep[0], _COPY)
+        return self._raw_isend(control, work.dst, CONTROL_TAG)
 
     def irecv(self, tensor: torch.Tensor, src: int, tag: int, op: str) -> Work:
         nbytes = tensor.numel() * tensor.element_size()
@@ -159,7 +177,8 @@ class Framer:
                 wire_tag = header_tag(tag, seq)
                 work.wire_tags.append(wire_tag)
                 if not drained:                 # (else the listener took the direct message)
-                    work.header_buf = torch.empty(CONTROL_BYTES, dtype=torch.uint8)
+                    spare = work.spare = self._spare_headers
+                    work.header_buf = spare.pop() if spare else torch.empty(CONTROL_BYTES, dtype=torch.uint8)
                     work.header = self._raw_irecv(work.header_buf, src, wire_tag)
                     work.claim = self._claim
                 work.done = self._finished

@@ -21,6 +21,8 @@ from ..backend import DeadlineExpired, Work
 from ..errors import MessageMismatchError, PeerFailedError
 from .wire import HEADER_BYTES, as_bytes
 
+SPARE_HEADERS = 4       # header buffers (64 KiB each) a Framer keeps for its next direct receives
+
 
 def copy_inline(tensor: torch.Tensor, control: torch.Tensor, nbytes: int) -> None:
     """Fill contiguous `tensor` with the inline payload of control message `control`."""
@@ -112,6 +114,7 @@ class BufferedSend(Work):
     (Framer._buffered, close()). complete() sets blocked_at and, with wake, wakes the Framer's
     watch thread, which copies the message to the receiver's listener if the wait lasts."""
 
+    __slots__ = ("raw", "keep", "dst", "copied", "blocked_at", "_wake")
     buffered = True
 
     def __init__(self, raw: Work, control: torch.Tensor, dst: int, wake: Callable):
@@ -138,8 +141,12 @@ class BufferedSend(Work):
 
 
 class RecvWork(Work):
-    """A framed receive. `header` (a raw receive of the header on its own wire tag) is set for
-    a gloo direct receive; `claim(work)` checks the header it brought."""
+    """A framed receive. `header` (a raw receive of the header on its own wire tag, into
+    `header_buf`) is set for a gloo direct receive; `claim(work)` checks the header it brought.
+    `spare`: where `header_buf` goes once its raw receive is complete (the Framer reuses it)."""
+
+    __slots__ = ("tensor", "src", "tag", "seq", "op", "ready", "parts", "wire_tags", "error",
+                 "header", "header_buf", "claim", "done", "spare")
 
     def __init__(self, tensor: torch.Tensor, src: int, tag: int, seq: int, op: str):
         self.tensor, self.src, self.tag, self.seq, self.op = tensor, src, tag, seq, op
@@ -151,7 +158,7 @@ class RecvWork(Work):
         self.header_buf: torch.Tensor | None = None
         self.claim: Callable | None = None
         self.done: Callable | None = None   # done(work) once waited to the end (or failed)
-
+        self.spare: list | None = None
 
     def out_of_step(self, why: str, receiver: str, name: Callable[[int], str]) -> MessageMismatchError:
         """The error of a receive that an earlier mismatch left out of step (gloo)."""
@@ -176,16 +183,19 @@ class RecvWork(Work):
         self.ready.set()
 
     def wait(self, timeout: float | None) -> None:
+        # The first raw wait takes `timeout` as it is (gloo.py caches its timedelta); later
+        # ones what is left of it.
         end = None if timeout is None else time.monotonic() + timeout
-        left = _NO_LIMIT if end is None else (lambda: max(0.0, end - time.monotonic()))
-        if self.header is not None:
+        header = self.header
+        if header is not None:
             # Once the listener has matched this receive (a copy of the header), the header receive
             # is still filled, by the message itself; should that fail, the error the listener
             # found is the one to report.
-            matched = self.ready.is_set()
+            matched, received = self.ready._set, False
             if not isinstance(self.error, PeerFailedError):
                 try:
-                    self.header.wait(left())
+                    header.wait(timeout)
+                    received = True
                 except (DeadlineExpired, PeerFailedError):
                     if self.error is None:
                         raise
@@ -193,14 +203,20 @@ class RecvWork(Work):
             if not matched:
                 self.claim(self)
             self.header = None
-        if not self.ready.wait(left()):
+            spare = self.spare
+            if received and spare is not None and len(spare) < SPARE_HEADERS:
+                spare.append(self.header_buf)   # complete and read: the next receive may take it
+                self.header_buf = None
+        ready = self.ready
+        if not ready._set and not ready.wait(None if end is None else max(0.0, end - time.monotonic())):
             raise DeadlineExpired(f"recv from {self.src} tag {self.tag}")
         if self.error is not None:
             self._finish()
             raise self.error
-        while self.parts:
-            self.parts[0].wait(left())
-            self.parts.pop(0)
+        parts = self.parts
+        while parts:
+            parts[0].wait(None if end is None else max(0.0, end - time.monotonic()))
+            parts.pop(0)
         self._finish()
 
     def _finish(self) -> None:

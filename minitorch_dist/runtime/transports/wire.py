@@ -60,9 +60,16 @@ def describe(dtype: torch.dtype, shape) -> str:
     return f"{str(dtype).replace('torch.', '')} of shape {tuple(shape)}"
 
 
-def encode_header(tensor: torch.Tensor, op: str, tag: int, seq: int, src: int, kind: int = _MSG) -> torch.Tensor:
+def control_bytes(nbytes: int) -> int:
+    """The length of the control message of a payload of `nbytes`."""
+    return HEADER_BYTES + (nbytes if nbytes <= INLINE_BYTES else 0)
+
+
+def encode_header(tensor: torch.Tensor, op: str, tag: int, seq: int, src: int, kind: int = _MSG,
+                  out: torch.Tensor | None = None) -> torch.Tensor:
     """The control message announcing `tensor`, sent by `op`: the header, then the payload if it
-    fits (both transports accept a message shorter than the posted buffer)."""
+    fits (both transports accept a message shorter than the posted buffer). `out`: a uint8
+    buffer of control_bytes(payload bytes) to write it into (else a new one)."""
     ndim = tensor.dim()
     if ndim > MAX_NDIM:
         raise ValueError(f"{op}: tensors of more than {MAX_NDIM} dimensions are not supported "
@@ -74,7 +81,7 @@ def encode_header(tensor: torch.Tensor, op: str, tag: int, seq: int, src: int, k
     nbytes = numel * tensor.element_size()
     inline = nbytes if nbytes <= INLINE_BYTES else 0
     # one buffer, written through its address: no torch ops (a small send's cost is its overhead)
-    control = torch.empty(HEADER_BYTES + inline, dtype=torch.uint8)
+    control = torch.empty(HEADER_BYTES + inline, dtype=torch.uint8) if out is None else out
     address = control.data_ptr()
     _HEADER.pack_into(_HEADER_VIEW.from_address(address), 0, MAGIC, kind, _OP_CODE[op], code, ndim, numel,
                       tag, seq, src, *tensor.shape, *_NO_DIMS[ndim:])
