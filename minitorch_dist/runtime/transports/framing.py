@@ -50,16 +50,15 @@ import torch
 
 from ..backend import Work
 from ..errors import MessageMismatchError
-from .framing_works import BufferedSend, RecvWork, SendWork, copy_inline, waiter
+from .framing_works import BufferedSend, RecvWork, SendWork, Spares, copy_inline, waiter
 from .sendwatch import SendWatch
 from .wire import (_BYE, _COPY, _MSG, CONTROL_BYTES, CONTROL_TAG, HEADER_BYTES,
-                   INLINE_BYTES, SEQ_BITS, as_bytes, check_match, control_bytes, decode_header, encode_control,
-                   encode_header, header_tag, part_tag, payload_parts, with_kind)
+                   INLINE_BYTES, SEQ_BITS, as_bytes, check_match, decode_header, encode_control, encode_header,
+                   header_tag, part_tag, payload_parts, with_kind)
 
 RawPost = Callable[[torch.Tensor, int, int], Work]  # (uint8 buffer, peer, wire tag) -> Work
 RawPostAny = Callable[[torch.Tensor, int], Work]  # (uint8 buffer, wire tag): from any peer
 KEEP_SENDS = 64     # small gloo sends kept in flight (their handles done) before the oldest is completed
-SPARE_SIZES = 16    # message sizes whose completed control buffers are kept for reuse
 _NOT_EARLY = (None, False)
 
 
@@ -88,8 +87,7 @@ class Framer:
         self._drains: list = []           # raw receives kept alive, never waited (see _settle)
         self._unfinished: dict[int, Work] = {}  # gloo: works not waited to the end, kept alive
         self._sends: deque[BufferedSend] = deque()  # gloo: small sends in flight, oldest first (_buffered)
-        self._spare_headers: list[torch.Tensor] = []  # gloo: header buffers to reuse (RecvWork.wait)
-        self._spare_controls: dict[int, list[torch.Tensor]] = {}  # gloo: control buffers of completed small sends
+        self._spares = Spares()           # gloo: buffers of completed messages, for the next ones
         self._broken: BaseException | None = None
         self._watch = SendWatch(self._outgoing, self._copy)
         loops = {} if size == 1 else {"listener": self._listen, **({"sendwatch": self._watch.run} if exact_parts else {})}
@@ -107,9 +105,8 @@ class Framer:
     def isend(self, tensor: torch.Tensor, dst: int, tag: int, op: str) -> Work:
         seq = self._sent[dst, tag]
         nbytes = tensor.numel() * tensor.element_size()
-        spare = self._spare_controls.get(control_bytes(nbytes))
         control = encode_header(tensor, op, tag, seq, self._rank,      # these two raise on bad input
-                                out=spare.pop() if spare else None)
+                                out=self._spares.control(nbytes))
         parts = self._parts(tag, seq, nbytes) if nbytes > INLINE_BYTES else []
         self._sent[dst, tag] = seq + 1
         if not self._exact:
@@ -118,11 +115,12 @@ class Framer:
                 works += [self._raw_isend(as_bytes(tensor)[offset:offset + length], dst, wire_tag)
                           for offset, length, wire_tag in parts]
             return SendWork(works, (control, tensor), dst)
-        works = [self._raw_isend(control, dst, header_tag(tag, seq))]
         if not parts:
-            return self._buffered(BufferedSend(works[0], control, dst, self._watch.wake))
-        data = as_bytes(tensor)
-        works += [self._raw_isend(data[offset:offset + length], dst, wire_tag) for offset, length, wire_tag in parts]
+            return self._buffered(BufferedSend(self._raw_isend(control, dst, header_tag(tag, seq)), control, dst,
+                                               self._watch.wake))
+        data = as_bytes(tensor)     # the parts first, the header last (the receiver posts them so too)
+        works = [self._raw_isend(data[offset:offset + length], dst, wire_tag) for offset, length, wire_tag in parts]
+        works.insert(0, self._raw_isend(control, dst, header_tag(tag, seq)))    # written last: waited first
         work = SendWork(works, (control, tensor), dst, self._finished)
         self._unfinished[id(work)] = work
         return work
@@ -137,15 +135,8 @@ class Framer:
             done = sends[0]
             done.complete(None, wake=False)
             sends.popleft()
-            control = done.keep[0]
             with self._lock:        # (_copy reads the buffer of a send not complete, under the lock)
-                spare = self._spare_controls.get(control.numel())
-                if spare is None:
-                    if len(self._spare_controls) >= SPARE_SIZES:
-                        self._spare_controls.clear()
-                    spare = self._spare_controls[control.numel()] = []
-                if len(spare) < 2:
-                    spare.append(control)       # the next send of this size writes its message there
+                self._spares.give_control(done.keep[0])     # the next send of its size writes there
         return work
 
     def _outgoing(self) -> list:
@@ -173,21 +164,21 @@ class Framer:
             self._recvd[src, tag] = seq + 1
             work = RecvWork(tensor, src, tag, seq, op)
             control, drained = self._early.pop((src, tag, seq), _NOT_EARLY) if self._early else _NOT_EARLY
-            if self._exact:                     # the direct header first: it is sent first
-                wire_tag = header_tag(tag, seq)
-                work.wire_tags.append(wire_tag)
-                if not drained:                 # (else the listener took the direct message)
-                    spare = work.spare = self._spare_headers
-                    work.header_buf = spare.pop() if spare else torch.empty(CONTROL_BYTES, dtype=torch.uint8)
-                    work.header = self._raw_irecv(work.header_buf, src, wire_tag)
-                    work.claim = self._claim
-                work.done = self._finished
-                self._unfinished[id(work)] = work
             if nbytes > INLINE_BYTES:
                 data = as_bytes(tensor)
                 for offset, length, wire_tag in self._parts(tag, seq, nbytes):
                     work.parts.append(self._raw_irecv(data[offset:offset + length], src, wire_tag))
                     work.wire_tags.append(wire_tag)
+            if self._exact:     # the direct header after the parts, as they are sent (see the docstring)
+                wire_tag = header_tag(tag, seq)
+                work.wire_tags.append(wire_tag)
+                if not drained:                 # (else the listener took the direct message)
+                    spare = work.spare = self._spares.headers
+                    work.header_buf = spare.pop() if spare else torch.empty(CONTROL_BYTES, dtype=torch.uint8)
+                    work.header = self._raw_irecv(work.header_buf, src, wire_tag)
+                    work.claim = self._claim
+                work.done = self._finished
+                self._unfinished[id(work)] = work
             if control is None:
                 if self._broken is not None:
                     work.fail(self._broken)

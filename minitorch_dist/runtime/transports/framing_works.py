@@ -19,9 +19,10 @@ import torch
 
 from ..backend import DeadlineExpired, Work
 from ..errors import MessageMismatchError, PeerFailedError
-from .wire import HEADER_BYTES, as_bytes
+from .wire import HEADER_BYTES, as_bytes, control_bytes
 
-SPARE_HEADERS = 4       # header buffers (64 KiB each) a Framer keeps for its next direct receives
+SPARE_HEADERS = 4       # header receive buffers (64 KiB each) kept for the next direct receives
+SPARE_SIZES = 16        # message lengths whose completed small sends' buffers are kept
 
 
 def copy_inline(tensor: torch.Tensor, control: torch.Tensor, nbytes: int) -> None:
@@ -74,6 +75,31 @@ def waiter(timeout: float | None):
         return _NO_LIMIT
     end = time.monotonic() + timeout
     return lambda: max(0.0, end - time.monotonic())
+
+
+class Spares:
+    """Buffers of completed gloo messages, kept for the next ones: a new 64 KiB buffer per
+    receive and a new control message per send cost more than the rest of a small message's
+    framing. `headers`: header receive buffers (RecvWork.wait gives one back once its receive is
+    complete and read); control(nbytes): a control buffer for a payload of nbytes, or None;
+    give_control(buf): the buffer of a small send that completed."""
+
+    def __init__(self):
+        self.headers: list[torch.Tensor] = []
+        self._controls: dict[int, list[torch.Tensor]] = {}     # length -> buffers
+
+    def control(self, nbytes: int) -> torch.Tensor | None:
+        free = self._controls.get(control_bytes(nbytes))
+        return free.pop() if free else None
+
+    def give_control(self, control: torch.Tensor) -> None:
+        free = self._controls.get(control.numel())
+        if free is None:
+            if len(self._controls) >= SPARE_SIZES:
+                self._controls.clear()
+            free = self._controls[control.numel()] = []
+        if len(free) < 2:
+            free.append(control)
 
 
 class SendWork(Work):
