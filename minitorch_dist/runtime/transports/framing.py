@@ -1,7 +1,7 @@
 """Framing: Group messages over a raw byte transport (gloo, mpi), with progress of their own.
 
 Every Group message has a header (wire.py) carrying, for payloads up to 64 KiB, the
-payload itself (one message, not two); larger payloads follow as raw messages of their
+payload itself (one message, not two); larger payloads travel as raw messages of their
 own, posted at once by isend and irecv (no round trip before the bytes flow). A header
 is checked against the receive buffer before the receive completes: a mismatch is a clear
 MessageMismatchError naming both ranks, both shapes and both ops, never a truncation,
@@ -24,19 +24,19 @@ mismatch the receiver posts receives for the sender's parts that found none ("dr
 so the send completes; wire tags left out of step make the later receives that use
 them fail clearly, instead of taking another message's bytes.
 
-Direct messages (gloo): every message's header (with a small payload) goes on a wire tag of
-its own (wire.header_tag), received by the receive itself and checked by the thread that
-waits on it: a hop through the listener thread costs a thread wake-up per message (3x raw
-gloo's time for a 1 KB ping-pong, about 1 ms when ranks outnumber cores). A small send is
-buffered (MPI's eager send): its payload is in its message, so its handle is done at once;
-the Framer keeps the raw send alive until it completes (gloo cancels a message whose Work is
-freed), completing the oldest of more than KEEP_SENDS as new ones come, and all at close().
-Progress without a waiter: the watch thread (sendwatch.py) copies to the receiver's listener
-(_COPY) the header of a payload send not done COPY_AFTER seconds after it was posted (a
-mismatched receive nobody waits on still frees its sender), and of a small send whose
-completion was waited on for EAGER_AFTER seconds; the listener keeps a small copy for its
-receive to come and takes the direct message (a "drain"). Works of dropped handles stay
-referenced here; close() waits for sends.
+Direct messages (gloo): a message's header (with a small payload) goes on a wire tag of its own
+(wire.header_tag) straight to its receive, checked by the thread that waits on it (a hop through
+the listener costs a thread wake-up per message: 3x raw gloo's time at 1 KB). Both sides post a
+payload's parts before its header, so gloo writes the header last: the receive waits on it
+first (it is checked before the parts are trusted) and wakes once, not once per raw message.
+A small send is buffered (MPI's eager send): its handle is done at once; the Framer keeps the
+raw send alive until it completes (gloo cancels a message whose Work is freed), completing the
+oldest of more than KEEP_SENDS as new ones come, and all at close(); completed messages' buffers
+are reused (Spares). Progress without a waiter: the watch thread (sendwatch.py) copies to the
+receiver's listener (_COPY) the header of a payload send not done COPY_AFTER s after it was
+posted (a mismatched receive nobody waits on still frees its sender), and of a small send whose
+completion was waited on for EAGER_AFTER s; the listener keeps a small copy for its receive to
+come and takes the direct message (a "drain"). Dropped handles' works stay referenced here.
 """
 
 from __future__ import annotations
