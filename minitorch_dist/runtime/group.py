@@ -203,8 +203,7 @@ class Group(ProvidedCollectives):
         start = self._clock()
         sending = op == "send"
         work = (backend.isend if sending else backend.irecv)(tensor, peer, tag, op)
-        recorder.count(op, sent=int(sending), recv=int(not sending), bytes_sent=nbytes if sending else 0,
-                       bytes_recv=0 if sending else nbytes)
+        recorder.count_message(op, sending, nbytes)
         peer = backend.world_ranks[peer]
         self._wait_p2p(work, op, peer, tag)
         recorder.event(op, peer, tag, nbytes, start, self._clock(), self.name)

@@ -1,42 +1,41 @@
 """Framing: Group messages over a raw byte transport (gloo, mpi), with progress of their own.
 
-Every Group message has a header (wire.py) carrying, for payloads up to 64 KiB, the
-payload itself (one message, not two); larger payloads travel as raw messages of their
-own, posted at once by isend and irecv (no round trip before the bytes flow). A header
-is checked against the receive buffer before the receive completes: a mismatch is a clear
-MessageMismatchError naming both ranks, both shapes and both ops, never a truncation,
-a hang or a crash. Receives progress whether or not their owner is waiting on them,
-as MPI promises: a program may wait on its isend before its irecv without deadlocking.
+Every Group message has a header (wire.py) carrying, for payloads up to 64 KiB, the payload itself
+(one message, not two); larger payloads travel as raw messages of their own, posted at once by
+isend and irecv (no round trip before the bytes flow). A header is checked against the receive
+buffer before the receive completes: a mismatch is a clear MessageMismatchError naming both ranks,
+both shapes and both ops, never a truncation, a hang or a crash. Receives progress whether or not
+their owner is waiting on them, as MPI promises: a program may wait on its isend before its irecv
+without deadlocking.
 
-The k-th message from rank a to rank b with tag t has sequence number k on both sides
-(MPI's non-overtaking rule); the transport keeps messages with equal (peer, wire tag)
-in order, so headers and payloads never meet the wrong receive.
+The k-th message from rank a to rank b with tag t has sequence number k on both sides (MPI's
+non-overtaking rule); the transport keeps messages with equal (peer, wire tag) in order, so headers
+and payloads never meet the wrong receive.
 
 A listener thread per group receives every peer's control messages (the transport's
-receive-from-any-source) and matches headers to posted receives (on mpi every header; on
-gloo the copies below), so small sends complete whether or not their receive is posted,
-and a mismatch is found (and its sender freed, below) while nobody waits on the receive.
+receive-from-any-source) and matches headers to posted receives (on mpi every header; on gloo the
+copies below), so small sends complete whether or not their receive is posted, and a mismatch is
+found (and its sender freed, below) while nobody waits on the receive.
 
-exact_parts (gloo): gloo aborts the process when a message is larger than its posted
-receive, so payloads travel in parts whose wire tags carry their exact lengths
-(wire.payload_parts): a part meets a receive of its own length or none. After a
-mismatch the receiver posts receives for the sender's parts that found none ("drains"),
-so the send completes; wire tags left out of step make the later receives that use
-them fail clearly, instead of taking another message's bytes.
+exact_parts (gloo): gloo aborts the process when a message is larger than its posted receive, so
+payloads travel in parts whose wire tags carry their exact lengths (wire.payload_parts): a part
+meets a receive of its own length or none. After a mismatch the receiver posts receives for the
+sender's parts that found none ("drains"), so the send completes; wire tags left out of step make
+the later receives that use them fail clearly, instead of taking another message's bytes.
 
 Direct messages (gloo): a message's header (with a small payload) goes on a wire tag of its own
 (wire.header_tag) straight to its receive, checked by the thread that waits on it (a hop through
 the listener costs a thread wake-up per message: 3x raw gloo's time at 1 KB). Both sides post a
-payload's parts before its header, so gloo writes the header last: the receive waits on it
-first (it is checked before the parts are trusted) and wakes once, not once per raw message.
-A small send is buffered (MPI's eager send): its handle is done at once; the Framer keeps the
-raw send alive until it completes (gloo cancels a message whose Work is freed), completing the
-oldest of more than KEEP_SENDS as new ones come, and all at close(); completed messages' buffers
-are reused (Spares). Progress without a waiter: the watch thread (sendwatch.py) copies to the
-receiver's listener (_COPY) the header of a payload send not done COPY_AFTER s after it was
-posted (a mismatched receive nobody waits on still frees its sender), and of a small send whose
-completion was waited on for EAGER_AFTER s; the listener keeps a small copy for its receive to
-come and takes the direct message (a "drain"). Dropped handles' works stay referenced here.
+payload's parts before its header, so gloo writes the header last: the receive waits on it first
+(it is checked before the parts are trusted) and wakes once, not once per raw message. A small send
+is buffered (MPI's eager send, handle done at once); the Framer keeps its raw send alive (gloo
+cancels a message whose Work is freed), completing the oldest of more than KEEP_SENDS as new ones
+come, and all at close(). Completed messages' buffers are reused (Spares). Progress without a
+waiter: the watch thread (sendwatch.py) copies to the receiver's listener (_COPY) the header of a
+payload send not done COPY_AFTER s after it was posted (a mismatched receive nobody waits on still
+frees its sender), and of a small send whose completion was waited on for EAGER_AFTER s; the
+listener keeps a small copy for its receive to come and takes the direct message (a "drain"). The
+works of dropped handles stay referenced here.
 """
 
 from __future__ import annotations
@@ -58,19 +57,17 @@ from .wire import (_BYE, _COPY, _MSG, CONTROL_BYTES, CONTROL_TAG, HEADER_BYTES,
 
 RawPost = Callable[[torch.Tensor, int, int], Work]  # (uint8 buffer, peer, wire tag) -> Work
 RawPostAny = Callable[[torch.Tensor, int], Work]  # (uint8 buffer, wire tag): from any peer
-KEEP_SENDS = 64     # small gloo sends kept in flight (their handles done) before the oldest is completed
-_NOT_EARLY = (None, False)
+KEEP_SENDS, _NOT_EARLY = 64, (None, False)  # small gloo sends kept in flight (handles done) before the oldest is completed
 
 
 class Framer:
     """Group messages over a raw transport that moves uint8 buffers by (peer, wire tag).
 
     raw_isend(buf, dst, wire_tag) / raw_irecv(buf, src, wire_tag) post raw messages;
-    raw_irecv_any(buf, wire_tag) posts a receive from any peer (the header names the
-    sender). `name_rank(r)` turns a group rank into text for error messages. Call
-    close() on every member. exact_parts: exact-length parts and direct messages (see the
-    module docstring; gloo needs them; MPI reports truncation as an error, and its headers go
-    through the listener, its payloads whole).
+    raw_irecv_any(buf, wire_tag) posts a receive from any peer (the header names the sender).
+    `name_rank(r)` turns a group rank into text for error messages. Call close() on every member.
+    exact_parts: exact-length parts and direct messages (see the module docstring; gloo needs them;
+    MPI reports truncation as an error, and its headers go through the listener, its payloads whole).
     """
 
     def __init__(self, raw_isend: RawPost, raw_irecv: RawPost, raw_irecv_any: RawPostAny,
@@ -116,8 +113,7 @@ class Framer:
                           for offset, length, wire_tag in parts]
             return SendWork(works, (control, tensor), dst)
         if not parts:
-            return self._buffered(BufferedSend(self._raw_isend(control, dst, header_tag(tag, seq)), control, dst,
-                                               self._watch.wake))
+            return self._buffered(BufferedSend(self._raw_isend(control, dst, header_tag(tag, seq)), control, dst, self._watch.wake))
         data = as_bytes(tensor)     # the parts first, the header last (the receiver posts them so too)
         works = [self._raw_isend(data[offset:offset + length], dst, wire_tag) for offset, length, wire_tag in parts]
         works.insert(0, self._raw_isend(control, dst, header_tag(tag, seq)))    # written last: waited first
@@ -126,17 +122,14 @@ class Framer:
         return work
 
     def _buffered(self, work: BufferedSend) -> BufferedSend:
-        """Keep a small direct send alive until it completes (its handle is done at once): the
-        oldest of more than KEEP_SENDS is completed here, mostly long done (a wait that lasts
-        is seen by the watch thread within COPY_AFTER / 2 s, which copies it to the listener)."""
+        """Keep a small direct send alive until it completes: the oldest of more than KEEP_SENDS is
+        completed here, mostly long done (the watch thread copies one whose wait lasts)."""
         sends = self._sends
         sends.append(work)
         if len(sends) > KEEP_SENDS:
-            done = sends[0]
-            done.complete(None, wake=False)
-            sends.popleft()
+            sends[0].complete(None, wake=False)
             with self._lock:        # (_copy reads the buffer of a send not complete, under the lock)
-                self._spares.give_control(done.keep[0])     # the next send of its size writes there
+                self._spares.give_control(sends.popleft().keep[0])  # the next send of its size writes there
         return work
 
     def _outgoing(self) -> list:
