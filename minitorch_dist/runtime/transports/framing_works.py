@@ -2,10 +2,11 @@
 
 A receive is done in up to three waits: its header (matched by the listener thread, or,
 for a gloo direct message, received on its own wire tag and checked by the waiting
-thread itself), then its payload parts in order. A wait cut short by a deadline may be
-waited on again. On gloo the Framer keeps every work alive until it was waited to the end
-(or, for a send, until close()); a small send (BufferedSend) is done at once, and the Framer
-completes it later.
+thread itself), then its payload parts in order (on gloo they were written before the header,
+so these waits mostly find them done). A wait cut short by a deadline may be waited on again.
+On gloo the Framer keeps every work alive until it was waited to the end (or, for a send, until
+close()); a small send (BufferedSend) is done at once, and the Framer completes it later. Spares
+keeps the buffers of completed messages for the next ones.
 """
 
 from __future__ import annotations
@@ -103,7 +104,8 @@ class Spares:
 
 
 class SendWork(Work):
-    """A framed send: the header and the payload's raw messages, all posted at once.
+    """A framed send: the header and the payload's raw messages, all posted at once, waited in
+    the order of `works` (on gloo the header first: posted last, it completes last).
 
     It records when it was posted and whether its header was copied to the receiver's
     listener (framing.Framer._watch, for gloo direct sends); `done(work)` runs once the
