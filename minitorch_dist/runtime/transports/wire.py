@@ -3,9 +3,9 @@
 A control message is an int64[16] header (magic, kind, sender's op, dtype, ndim,
 numel, tag, sequence number, sender's rank, shape...) followed, for payloads up to
 INLINE_BYTES (64 KiB), by the payload itself; listeners post receives of CONTROL_BYTES (the
-header and 64 KiB). One message of header and payload costs less than two up to there: at
+header and 64 KiB). One message of header and payload costs no more than two up to there: at
 64 KiB, two copies of the payload (~10 us) against a second gloo message (its own
-ready-to-send / ready-to-receive notes and wake-ups, 2-3x raw gloo's time). Larger payloads
+ready-to-receive note, write and read; measured on 2 cores, no faster). Larger payloads
 travel as raw messages of their own: on mpi one, on data tag (tag << SEQ_BITS) | seq; on gloo
 one per part of payload_parts(), on part_tag(tag, seq, code), so that a payload only ever meets
 a receive of exactly its own byte count, and the header alone (HEADER_BYTES) on
