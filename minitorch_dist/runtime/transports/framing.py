@@ -1,41 +1,41 @@
 """Framing: Group messages over a raw byte transport (gloo, mpi), with progress of their own.
 
-Every Group message has a header (wire.py) carrying, for payloads up to 64 KiB, the payload itself
-(one message, not two); larger payloads travel as raw messages of their own, posted at once by
-isend and irecv (no round trip before the bytes flow). A header is checked against the receive
-buffer before the receive completes: a mismatch is a clear MessageMismatchError naming both ranks,
-both shapes and both ops, never a truncation, a hang or a crash. Receives progress whether or not
-their owner is waiting on them, as MPI promises: a program may wait on its isend before its irecv
-without deadlocking.
+Every Group message has a header (wire.py) carrying, for payloads up to 64 KiB, the
+payload itself (one message, not two); larger payloads follow as raw messages of their
+own, posted at once by isend and irecv (no round trip before the bytes flow). A header
+is checked against the receive buffer before the receive completes: a mismatch is a clear
+MessageMismatchError naming both ranks, both shapes and both ops, never a truncation,
+a hang or a crash. Receives progress whether or not their owner is waiting on them,
+as MPI promises: a program may wait on its isend before its irecv without deadlocking.
 
-The k-th message from rank a to rank b with tag t has sequence number k on both sides (MPI's
-non-overtaking rule); the transport keeps messages with equal (peer, wire tag) in order, so headers
-and payloads never meet the wrong receive.
+The k-th message from rank a to rank b with tag t has sequence number k on both sides
+(MPI's non-overtaking rule); the transport keeps messages with equal (peer, wire tag)
+in order, so headers and payloads never meet the wrong receive.
 
 A listener thread per group receives every peer's control messages (the transport's
-receive-from-any-source) and matches headers to posted receives (on mpi every header; on gloo the
-copies below), so small sends complete whether or not their receive is posted, and a mismatch is
-found (and its sender freed, below) while nobody waits on the receive.
+receive-from-any-source) and matches headers to posted receives (on mpi every header; on
+gloo the copies below), so small sends complete whether or not their receive is posted,
+and a mismatch is found (and its sender freed, below) while nobody waits on the receive.
 
-exact_parts (gloo): gloo aborts the process when a message is larger than its posted receive, so
-payloads travel in parts whose wire tags carry their exact lengths (wire.payload_parts): a part
-meets a receive of its own length or none. After a mismatch the receiver posts receives for the
-sender's parts that found none ("drains"), so the send completes; wire tags left out of step make
-the later receives that use them fail clearly, instead of taking another message's bytes.
+exact_parts (gloo): gloo aborts the process when a message is larger than its posted
+receive, so payloads travel in parts whose wire tags carry their exact lengths
+(wire.payload_parts): a part meets a receive of its own length or none. After a
+mismatch the receiver posts receives for the sender's parts that found none ("drains"),
+so the send completes; wire tags left out of step make the later receives that use
+them fail clearly, instead of taking another message's bytes.
 
 Direct messages (gloo): a message's header (with a small payload) goes on a wire tag of its own
 (wire.header_tag) straight to its receive, checked by the thread that waits on it (a hop through
-the listener costs a thread wake-up per message: 3x raw gloo's time at 1 KB). Both sides post a
-payload's parts before its header, so gloo writes the header last: the receive waits on it first
-(it is checked before the parts are trusted) and wakes once, not once per raw message. A small send
-is buffered (MPI's eager send, handle done at once); the Framer keeps its raw send alive (gloo
-cancels a message whose Work is freed), completing the oldest of more than KEEP_SENDS as new ones
-come, and all at close(). Completed messages' buffers are reused (Spares). Progress without a
-waiter: the watch thread (sendwatch.py) copies to the receiver's listener (_COPY) the header of a
-payload send not done COPY_AFTER s after it was posted (a mismatched receive nobody waits on still
-frees its sender), and of a small send whose completion was waited on for EAGER_AFTER s; the
-listener keeps a small copy for its receive to come and takes the direct message (a "drain"). The
-works of dropped handles stay referenced here.
+the listener costs a wake-up per message: 3x raw gloo's time at 1 KB). Both sides post a payload's
+parts before its header, so gloo writes the header last: the receive waits on it first (to check
+it before trusting the parts) and wakes once. A small send is buffered (MPI's eager send, handle
+done at once); the Framer keeps its raw send alive (gloo cancels a message whose Work is freed),
+completing the oldest of more than KEEP_SENDS as new ones come, and all at close(); completed
+messages' buffers are reused (Spares). Progress without a waiter: the watch thread (sendwatch.py)
+copies to the receiver's listener (_COPY) the header of a payload send not done COPY_AFTER s after
+it was posted (a mismatched receive nobody waits on still frees its sender), and of a small send
+whose completion was waited on for EAGER_AFTER s; the listener keeps a small copy for its receive
+to come and takes the direct message (a "drain"). Dropped handles' works stay referenced here.
 """
 
 from __future__ import annotations
