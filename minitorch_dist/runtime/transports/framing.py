@@ -30,7 +30,7 @@ the listener costs a wake-up per message: 3x raw gloo's time at 1 KB). Both side
 parts before its header, so gloo writes the header last: the receive waits on it first (to check
 it before trusting the parts) and wakes once. A small send is buffered (MPI's eager send, handle
 done at once); the Framer keeps its raw send alive (gloo cancels a message whose Work is freed),
-completing the oldest of more than KEEP_SENDS as new ones come, and all at close(); completed
+up to KEEP_SENDS (a send completes the oldest first), and completes all at close(); completed
 messages' buffers are reused (Spares). Progress without a waiter: the watch thread (sendwatch.py)
 copies to the receiver's listener (_COPY) the header of a payload send not done COPY_AFTER s after
 it was posted (a mismatched receive nobody waits on still frees its sender), and of a small send
@@ -83,7 +83,7 @@ class Framer:
         self._skewed: dict[int, dict[int, tuple]] = defaultdict(dict)  # src -> {wire tag: (why, after, before)}
         self._drains: list = []           # raw receives kept alive, never waited (see _settle)
         self._unfinished: dict[int, Work] = {}  # gloo: works not waited to the end, kept alive
-        self._sends: deque[BufferedSend] = deque()  # gloo: small sends in flight, oldest first (_buffered)
+        self._sends: deque[BufferedSend] = deque()  # gloo: small sends in flight, oldest first (_retire)
         self._spares = Spares()           # gloo: buffers of completed messages, for the next ones
         self._broken: BaseException | None = None
         self._watch = SendWatch(self._outgoing, self._copy)
@@ -102,6 +102,8 @@ class Framer:
     def isend(self, tensor: torch.Tensor, dst: int, tag: int, op: str) -> Work:
         seq = self._sent[dst, tag]
         nbytes = tensor.numel() * tensor.element_size()
+        if len(self._sends) >= KEEP_SENDS:      # (before the send: after it, it would delay the next receive)
+            self._retire()
         control = encode_header(tensor, op, tag, seq, self._rank,      # these two raise on bad input
                                 out=self._spares.control(nbytes))
         parts = self._parts(tag, seq, nbytes) if nbytes > INLINE_BYTES else []
@@ -113,7 +115,8 @@ class Framer:
                           for offset, length, wire_tag in parts]
             return SendWork(works, (control, tensor), dst)
         if not parts:
-            return self._buffered(BufferedSend(self._raw_isend(control, dst, header_tag(tag, seq)), control, dst, self._watch.wake))
+            self._sends.append(BufferedSend(self._raw_isend(control, dst, header_tag(tag, seq)), control, dst, self._watch.wake))
+            return self._sends[-1]
         data = as_bytes(tensor)     # the parts first, the header last (the receiver posts them so too)
         works = [self._raw_isend(data[offset:offset + length], dst, wire_tag) for offset, length, wire_tag in parts]
         works.insert(0, self._raw_isend(control, dst, header_tag(tag, seq)))    # written last: waited first
@@ -121,16 +124,13 @@ class Framer:
         self._unfinished[id(work)] = work
         return work
 
-    def _buffered(self, work: BufferedSend) -> BufferedSend:
-        """Keep a small direct send alive until it completes: the oldest of more than KEEP_SENDS is
-        completed here, mostly long done (the watch thread copies one whose wait lasts)."""
+    def _retire(self) -> None:
+        """Complete the oldest small direct send kept alive, mostly long done (the watch thread
+        copies one whose wait lasts); its buffer may serve the send to come."""
         sends = self._sends
-        sends.append(work)
-        if len(sends) > KEEP_SENDS:
-            sends[0].complete(None, wake=False)
-            with self._lock:        # (_copy reads the buffer of a send not complete, under the lock)
-                self._spares.give_control(sends.popleft().keep[0])  # the next send of its size writes there
-        return work
+        sends[0].complete(None, wake=False)
+        with self._lock:        # (_copy reads the buffer of a send not complete, under the lock)
+            self._spares.give_control(sends.popleft().keep[0])
 
     def _outgoing(self) -> list:
         """The sends in flight (gloo): payload sends not waited to the end, small sends kept alive."""

@@ -139,7 +139,7 @@ class BufferedSend(Work):
     """A small gloo direct send (one raw message: header and payload). The payload was copied
     into the message, so the sender's tensor is free at once (MPI's eager send): the handle is
     done without waiting (finish_now), and the Framer keeps the raw send alive until complete()
-    (Framer._buffered, close()). complete() sets blocked_at and, with wake, wakes the Framer's
+    (Framer._retire, close()). complete() sets blocked_at and, with wake, wakes the Framer's
     watch thread, which copies the message to the receiver's listener if the wait lasts."""
 
     __slots__ = ("raw", "keep", "dst", "copied", "blocked_at", "_wake")
