@@ -31,10 +31,12 @@ from .context import RankContext
 from .errors import DeadlockError, PeerFailedError
 from .handle import CollectiveHandle, Handle, wait_all
 from .observe.deadlock import find_cycle, format_report, wait_for_edges
+from .observe.tracker import OpTracker
 from .provided import ProvidedCollectives
 from .transports.wire import MAX_TAG, check_match
 
 __all__ = ["Group", "RankContext", "Handle", "CollectiveHandle", "wait_all"]
+_RECEIVES = frozenset(("recv", "irecv"))
 
 
 class Group(ProvidedCollectives):
@@ -114,12 +116,14 @@ class Group(ProvidedCollectives):
             raise ValueError(f"compute: seconds must be >= 0, got {seconds}")
         self._backend.compute(seconds)
 
-    def _wait(self, work: Work, op_text: str, waits_for: tuple[int, ...], collective: str = "") -> None:
+    def _wait(self, work: Work, op_text: str | tuple, waits_for: tuple[int, ...], collective: str = "") -> None:
+        """A blocking wait. op_text: what the rank is doing, for reports (a tuple: see OpTracker.op_text)."""
         ctx = self._ctx
         ctx.tracker.begin(op_text, waits_for, collective, sys._getframe())   # the line: when reported
         try:
             work.wait(ctx.deadline)
         except DeadlineExpired:
+            op_text = OpTracker.op_text(op_text, None)
             # The board keeps showing this rank in op_text (it never left it), so the other
             # ranks' reports still see the whole cycle.
             states = ctx.tracker.snapshot()
@@ -127,6 +131,7 @@ class Group(ProvidedCollectives):
                         f"its {ctx.deadline:g} s deadline.")
             raise DeadlockError(format_report(headline, states, ctx.world_size)) from None
         except PeerFailedError:
+            op_text = OpTracker.op_text(op_text, None)
             # A peer gave up on this connection (its own deadline closed it on gloo, or it died):
             # this rank is still, for every report, waiting in op_text. When the board shows this
             # rank on a wait-for cycle, the cause is the deadlock, and this rank reports it too.
@@ -198,8 +203,7 @@ class Group(ProvidedCollectives):
         start = self._clock()
         sending = op == "send"
         work = (backend.isend if sending else backend.irecv)(tensor, peer, tag, op)
-        recorder.count(op, sent=int(sending), recv=int(not sending), bytes_sent=nbytes if sending else 0,
-                       bytes_recv=0 if sending else nbytes)
+        recorder.count_message(op, sending, nbytes)
         peer = backend.world_ranks[peer]
         self._wait_p2p(work, op, peer, tag)
         recorder.event(op, peer, tag, nbytes, start, self._clock(), self.name)
@@ -207,8 +211,7 @@ class Group(ProvidedCollectives):
     def _wait_p2p(self, work: Work, op: str, peer: int, tag: int) -> None:
         """Wait for a send or receive to world rank `peer` (tracked for deadlock reports unless done)."""
         if not work.finish_now():
-            verb = "src" if op in ("recv", "irecv") else "dst"
-            self._wait(work, f"{op}({verb}={peer}, tag={tag})", (peer,))
+            self._wait(work, (op, "src" if op in _RECEIVES else "dst", peer, tag), (peer,))
 
     def sendrecv(self, send_tensor: torch.Tensor, dst: int, recv_tensor: torch.Tensor, src: int,
                  tag: int = 0) -> torch.Tensor:

@@ -108,6 +108,20 @@ class Recorder:
         c.bytes_recv += bytes_recv
         c.tensor_bytes += tensor_bytes
 
+    def count_message(self, op: str, sending: bool, nbytes: int) -> None:
+        """count() of one send (sending) or receive of `nbytes` (without count()'s keywords:
+        a small message's cost is its overhead)."""
+        c = self.counters.by_op.get(op)
+        if c is None:
+            c = self.counters.by_op[op] = OpCount()
+        c.calls += 1
+        if sending:
+            c.messages_sent += 1
+            c.bytes_sent += nbytes
+        else:
+            c.messages_recv += 1
+            c.bytes_recv += nbytes
+
     def event(self, op: str, peer: int | None, tag: int | None, nbytes: int,
               start: float, end: float, group: str) -> None:
         if not self.trace:

@@ -21,15 +21,19 @@ from .deadlock import BLOCKED, FAILED, FINISHED, RUNNING, UNKNOWN, RankState
 class OpTracker:
     """No-op tracker (sim, single rank). Subclasses publish states somewhere others can read.
 
-    begin(op, waits_for, collective, frame): `frame` is the frame of the blocking call (the
-    report names the first line outside the runtime that led to it: op_text)."""
+    begin(op, waits_for, collective, frame): `op` is the op's text, or a tuple that op_text() turns
+    into it; `frame` is the frame of the blocking call (the report names the first line outside the
+    runtime that led to it: op_text)."""
 
     def begin(self, op: str, waits_for: tuple[int, ...], collective: str = "", frame=None) -> None:
         pass
 
     @staticmethod
-    def op_text(op: str, frame) -> str:
-        """"recv(src=1, tag=0) at minitorch_dist/collectives/ring.py:75 (all_gather_)"."""
+    def op_text(op: str | tuple, frame) -> str:
+        """"recv(src=1, tag=0) at minitorch_dist/collectives/ring.py:75 (all_gather_)". `op` may be
+        a tuple (op, "src" or "dst", peer, tag): a send or receive's text, made only when needed."""
+        if type(op) is tuple:
+            op = "%s(%s=%s, tag=%s)" % op
         return op if frame is None else f"{op} {caller_line(frame)}"
 
     def end(self) -> None:

@@ -24,19 +24,18 @@ mismatch the receiver posts receives for the sender's parts that found none ("dr
 so the send completes; wire tags left out of step make the later receives that use
 them fail clearly, instead of taking another message's bytes.
 
-Direct messages (gloo): every message's header (with a small payload) goes on a wire tag of
-its own (wire.header_tag), received by the receive itself and checked by the thread that
-waits on it: a hop through the listener thread costs a thread wake-up per message (3x raw
-gloo's time for a 1 KB ping-pong, about 1 ms when ranks outnumber cores). A small send is
-buffered (MPI's eager send): its payload is in its message, so its handle is done at once;
-the Framer keeps the raw send alive until it completes (gloo cancels a message whose Work is
-freed), completing the oldest of more than KEEP_SENDS as new ones come, and all at close().
-Progress without a waiter: the watch thread (sendwatch.py) copies to the receiver's listener
-(_COPY) the header of a payload send not done COPY_AFTER seconds after it was posted (a
-mismatched receive nobody waits on still frees its sender), and of a small send whose
-completion was waited on for EAGER_AFTER seconds; the listener keeps a small copy for its
-receive to come and takes the direct message (a "drain"). Works of dropped handles stay
-referenced here; close() waits for sends.
+Direct messages (gloo): a message's header (with a small payload) goes on a wire tag of its own
+(wire.header_tag) straight to its receive, checked by the thread that waits on it (a hop through
+the listener costs a wake-up per message: 3x raw gloo's time at 1 KB). Both sides post a payload's
+parts before its header, so gloo writes the header last: the receive waits on it first (to check
+it before trusting the parts) and wakes once. A small send is buffered (MPI's eager send, handle
+done at once); the Framer keeps its raw send alive (gloo cancels a message whose Work is freed),
+up to KEEP_SENDS (a send completes the oldest first), and completes all at close(); completed
+messages' buffers are reused (Spares). Progress without a waiter: the watch thread (sendwatch.py)
+copies to the receiver's listener (_COPY) the header of a payload send not done COPY_AFTER s after
+it was posted (a mismatched receive nobody waits on still frees its sender), and of a small send
+whose completion was waited on for EAGER_AFTER s; the listener keeps a small copy for its receive
+to come and takes the direct message (a "drain"). Dropped handles' works stay referenced here.
 """
 
 from __future__ import annotations
@@ -50,7 +49,7 @@ import torch
 
 from ..backend import Work
 from ..errors import MessageMismatchError
-from .framing_works import BufferedSend, RecvWork, SendWork, copy_inline, waiter
+from .framing_works import BufferedSend, RecvWork, SendWork, Spares, copy_inline, waiter
 from .sendwatch import SendWatch
 from .wire import (_BYE, _COPY, _MSG, CONTROL_BYTES, CONTROL_TAG, HEADER_BYTES,
                    INLINE_BYTES, SEQ_BITS, as_bytes, check_match, decode_header, encode_control, encode_header,
@@ -58,19 +57,18 @@ from .wire import (_BYE, _COPY, _MSG, CONTROL_BYTES, CONTROL_TAG, HEADER_BYTES,
 
 RawPost = Callable[[torch.Tensor, int, int], Work]  # (uint8 buffer, peer, wire tag) -> Work
 RawPostAny = Callable[[torch.Tensor, int], Work]  # (uint8 buffer, wire tag): from any peer
-KEEP_SENDS = 64     # small gloo sends kept in flight (their handles done) before the oldest is completed
-_NOT_EARLY = (None, False)
+KEEP_SENDS, _NOT_EARLY = 64, (None, False)  # small gloo sends kept in flight (handles done) before the oldest is completed
 
 
 class Framer:
     """Group messages over a raw transport that moves uint8 buffers by (peer, wire tag).
 
     raw_isend(buf, dst, wire_tag) / raw_irecv(buf, src, wire_tag) post raw messages;
-    raw_irecv_any(buf, wire_tag) posts a receive from any peer (the header names the
-    sender). `name_rank(r)` turns a group rank into text for error messages. Call
-    close() on every member. exact_parts: exact-length parts and direct messages (see the
-    module docstring; gloo needs them; without them every header goes through the listener
-    and payloads travel whole, which no backend uses now).
+    raw_irecv_any(buf, wire_tag) posts a receive from any peer (the header names the sender).
+    `name_rank(r)` turns a group rank into text for error messages. Call close() on every member.
+    exact_parts: exact-length parts and direct messages (see the module docstring; gloo needs them;
+    without them every header goes through the listener and payloads travel whole, which no
+    backend uses now).
     """
 
     def __init__(self, raw_isend: RawPost, raw_irecv: RawPost, raw_irecv_any: RawPostAny,
@@ -86,7 +84,8 @@ class Framer:
         self._skewed: dict[int, dict[int, tuple]] = defaultdict(dict)  # src -> {wire tag: (why, after, before)}
         self._drains: list = []           # raw receives kept alive, never waited (see _settle)
         self._unfinished: dict[int, Work] = {}  # gloo: works not waited to the end, kept alive
-        self._sends: deque[BufferedSend] = deque()  # gloo: small sends in flight, oldest first (_buffered)
+        self._sends: deque[BufferedSend] = deque()  # gloo: small sends in flight, oldest first (_retire)
+        self._spares = Spares()           # gloo: buffers of completed messages, for the next ones
         self._broken: BaseException | None = None
         self._watch = SendWatch(self._outgoing, self._copy)
         loops = {} if size == 1 else {"listener": self._listen, **({"sendwatch": self._watch.run} if exact_parts else {})}
@@ -104,7 +103,10 @@ class Framer:
     def isend(self, tensor: torch.Tensor, dst: int, tag: int, op: str) -> Work:
         seq = self._sent[dst, tag]
         nbytes = tensor.numel() * tensor.element_size()
-        control = encode_header(tensor, op, tag, seq, self._rank)      # these two raise on bad input
+        if len(self._sends) >= KEEP_SENDS:      # (before the send: after it, it would delay the next receive)
+            self._retire()
+        control = encode_header(tensor, op, tag, seq, self._rank,      # these two raise on bad input
+                                out=self._spares.control(nbytes))
         parts = self._parts(tag, seq, nbytes) if nbytes > INLINE_BYTES else []
         self._sent[dst, tag] = seq + 1
         if not self._exact:
@@ -113,25 +115,23 @@ class Framer:
                 works += [self._raw_isend(as_bytes(tensor)[offset:offset + length], dst, wire_tag)
                           for offset, length, wire_tag in parts]
             return SendWork(works, (control, tensor), dst)
-        works = [self._raw_isend(control, dst, header_tag(tag, seq))]
         if not parts:
-            return self._buffered(BufferedSend(works[0], control, dst, self._watch.wake))
-        data = as_bytes(tensor)
-        works += [self._raw_isend(data[offset:offset + length], dst, wire_tag) for offset, length, wire_tag in parts]
+            self._sends.append(BufferedSend(self._raw_isend(control, dst, header_tag(tag, seq)), control, dst, self._watch.wake))
+            return self._sends[-1]
+        data = as_bytes(tensor)     # the parts first, the header last (the receiver posts them so too)
+        works = [self._raw_isend(data[offset:offset + length], dst, wire_tag) for offset, length, wire_tag in parts]
+        works.insert(0, self._raw_isend(control, dst, header_tag(tag, seq)))    # written last: waited first
         work = SendWork(works, (control, tensor), dst, self._finished)
         self._unfinished[id(work)] = work
         return work
 
-    def _buffered(self, work: BufferedSend) -> BufferedSend:
-        """Keep a small direct send alive until it completes (its handle is done at once): the
-        oldest of more than KEEP_SENDS is completed here, mostly long done (a wait that lasts
-        is seen by the watch thread within COPY_AFTER / 2 s, which copies it to the listener)."""
+    def _retire(self) -> None:
+        """Complete the oldest small direct send kept alive, mostly long done (the watch thread
+        copies one whose wait lasts); its buffer may serve the send to come."""
         sends = self._sends
-        sends.append(work)
-        if len(sends) > KEEP_SENDS:
-            sends[0].complete(None, wake=False)
-            sends.popleft()
-        return work
+        sends[0].complete(None, wake=False)
+        with self._lock:        # (_copy reads the buffer of a send not complete, under the lock)
+            self._spares.give_control(sends.popleft().keep[0])
 
     def _outgoing(self) -> list:
         """The sends in flight (gloo): payload sends not waited to the end, small sends kept alive."""
@@ -144,7 +144,10 @@ class Framer:
         """Send the header of direct send `work` to the receiver's listener, once (see the module docstring)."""
         with self._lock:
             copied, work.copied = work.copied, True
-        return None if copied else self._raw_isend(with_kind(work.keep[0], _COPY), work.dst, CONTROL_TAG)
+            if copied or (work.buffered and work.raw is None):   # (a complete one's buffer may be reused)
+                return None
+            control = with_kind(work.keep[0], _COPY)
+        return self._raw_isend(control, work.dst, CONTROL_TAG)
 
     def irecv(self, tensor: torch.Tensor, src: int, tag: int, op: str) -> Work:
         nbytes = tensor.numel() * tensor.element_size()
@@ -155,20 +158,21 @@ class Framer:
             self._recvd[src, tag] = seq + 1
             work = RecvWork(tensor, src, tag, seq, op)
             control, drained = self._early.pop((src, tag, seq), _NOT_EARLY) if self._early else _NOT_EARLY
-            if self._exact:                     # the direct header first: it is sent first
-                wire_tag = header_tag(tag, seq)
-                work.wire_tags.append(wire_tag)
-                if not drained:                 # (else the listener took the direct message)
-                    work.header_buf = torch.empty(CONTROL_BYTES, dtype=torch.uint8)
-                    work.header = self._raw_irecv(work.header_buf, src, wire_tag)
-                    work.claim = self._claim
-                work.done = self._finished
-                self._unfinished[id(work)] = work
             if nbytes > INLINE_BYTES:
                 data = as_bytes(tensor)
                 for offset, length, wire_tag in self._parts(tag, seq, nbytes):
                     work.parts.append(self._raw_irecv(data[offset:offset + length], src, wire_tag))
                     work.wire_tags.append(wire_tag)
+            if self._exact:     # the direct header after the parts, as they are sent (see the docstring)
+                wire_tag = header_tag(tag, seq)
+                work.wire_tags.append(wire_tag)
+                if not drained:                 # (else the listener took the direct message)
+                    spare = work.spare = self._spares.headers
+                    work.header_buf = spare.pop() if spare else torch.empty(CONTROL_BYTES, dtype=torch.uint8)
+                    work.header = self._raw_irecv(work.header_buf, src, wire_tag)
+                    work.claim = self._claim
+                work.done = self._finished
+                self._unfinished[id(work)] = work
             if control is None:
                 if self._broken is not None:
                     work.fail(self._broken)

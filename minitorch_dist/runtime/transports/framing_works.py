@@ -2,10 +2,11 @@
 
 A receive is done in up to three waits: its header (matched by the listener thread, or,
 for a gloo direct message, received on its own wire tag and checked by the waiting
-thread itself), then its payload parts in order. A wait cut short by a deadline may be
-waited on again. On gloo the Framer keeps every work alive until it was waited to the end
-(or, for a send, until close()); a small send (BufferedSend) is done at once, and the Framer
-completes it later.
+thread itself), then its payload parts in order (on gloo they were written before the header,
+so these waits mostly find them done). A wait cut short by a deadline may be waited on again.
+On gloo the Framer keeps every work alive until it was waited to the end (or, for a send, until
+close()); a small send (BufferedSend) is done at once, and the Framer completes it later. Spares
+keeps the buffers of completed messages for the next ones.
 """
 
 from __future__ import annotations
@@ -19,7 +20,10 @@ import torch
 
 from ..backend import DeadlineExpired, Work
 from ..errors import MessageMismatchError, PeerFailedError
-from .wire import HEADER_BYTES, as_bytes
+from .wire import HEADER_BYTES, as_bytes, control_bytes
+
+SPARE_HEADERS = 4       # header receive buffers (64 KiB each) kept for the next direct receives
+SPARE_SIZES = 16        # message lengths whose completed small sends' buffers are kept
 
 
 def copy_inline(tensor: torch.Tensor, control: torch.Tensor, nbytes: int) -> None:
@@ -74,8 +78,34 @@ def waiter(timeout: float | None):
     return lambda: max(0.0, end - time.monotonic())
 
 
+class Spares:
+    """Buffers of completed gloo messages, kept for the next ones: a new 64 KiB buffer per
+    receive and a new control message per send cost more than the rest of a small message's
+    framing. `headers`: header receive buffers (RecvWork.wait gives one back once its receive is
+    complete and read); control(nbytes): a control buffer for a payload of nbytes, or None;
+    give_control(buf): the buffer of a small send that completed."""
+
+    def __init__(self):
+        self.headers: list[torch.Tensor] = []
+        self._controls: dict[int, list[torch.Tensor]] = {}     # length -> buffers
+
+    def control(self, nbytes: int) -> torch.Tensor | None:
+        free = self._controls.get(control_bytes(nbytes))
+        return free.pop() if free else None
+
+    def give_control(self, control: torch.Tensor) -> None:
+        free = self._controls.get(control.numel())
+        if free is None:
+            if len(self._controls) >= SPARE_SIZES:
+                self._controls.clear()
+            free = self._controls[control.numel()] = []
+        if len(free) < 2:
+            free.append(control)
+
+
 class SendWork(Work):
-    """A framed send: the header and the payload's raw messages, all posted at once.
+    """A framed send: the header and the payload's raw messages, all posted at once, waited in
+    the order of `works` (on gloo the header first: posted last, it completes last).
 
     It records when it was posted and whether its header was copied to the receiver's
     listener (framing.Framer._watch, for gloo direct sends); `done(work)` runs once the
@@ -109,9 +139,10 @@ class BufferedSend(Work):
     """A small gloo direct send (one raw message: header and payload). The payload was copied
     into the message, so the sender's tensor is free at once (MPI's eager send): the handle is
     done without waiting (finish_now), and the Framer keeps the raw send alive until complete()
-    (Framer._buffered, close()). complete() sets blocked_at and, with wake, wakes the Framer's
+    (Framer._retire, close()). complete() sets blocked_at and, with wake, wakes the Framer's
     watch thread, which copies the message to the receiver's listener if the wait lasts."""
 
+    __slots__ = ("raw", "keep", "dst", "copied", "blocked_at", "_wake")
     buffered = True
 
     def __init__(self, raw: Work, control: torch.Tensor, dst: int, wake: Callable):
@@ -138,8 +169,12 @@ class BufferedSend(Work):
 
 
 class RecvWork(Work):
-    """A framed receive. `header` (a raw receive of the header on its own wire tag) is set for
-    a gloo direct receive; `claim(work)` checks the header it brought."""
+    """A framed receive. `header` (a raw receive of the header on its own wire tag, into
+    `header_buf`) is set for a gloo direct receive; `claim(work)` checks the header it brought.
+    `spare`: where `header_buf` goes once its raw receive is complete (the Framer reuses it)."""
+
+    __slots__ = ("tensor", "src", "tag", "seq", "op", "ready", "parts", "wire_tags", "error",
+                 "header", "header_buf", "claim", "done", "spare")
 
     def __init__(self, tensor: torch.Tensor, src: int, tag: int, seq: int, op: str):
         self.tensor, self.src, self.tag, self.seq, self.op = tensor, src, tag, seq, op
@@ -151,7 +186,7 @@ class RecvWork(Work):
         self.header_buf: torch.Tensor | None = None
         self.claim: Callable | None = None
         self.done: Callable | None = None   # done(work) once waited to the end (or failed)
-
+        self.spare: list | None = None
 
     def out_of_step(self, why: str, receiver: str, name: Callable[[int], str]) -> MessageMismatchError:
         """The error of a receive that an earlier mismatch left out of step (gloo)."""
@@ -176,16 +211,19 @@ class RecvWork(Work):
         self.ready.set()
 
     def wait(self, timeout: float | None) -> None:
+        # The first raw wait takes `timeout` as it is (gloo.py caches its timedelta); later
+        # ones what is left of it.
         end = None if timeout is None else time.monotonic() + timeout
-        left = _NO_LIMIT if end is None else (lambda: max(0.0, end - time.monotonic()))
-        if self.header is not None:
+        header = self.header
+        if header is not None:
             # Once the listener has matched this receive (a copy of the header), the header receive
             # is still filled, by the message itself; should that fail, the error the listener
             # found is the one to report.
-            matched = self.ready.is_set()
+            matched, received = self.ready._set, False
             if not isinstance(self.error, PeerFailedError):
                 try:
-                    self.header.wait(left())
+                    header.wait(timeout)
+                    received = True
                 except (DeadlineExpired, PeerFailedError):
                     if self.error is None:
                         raise
@@ -193,14 +231,20 @@ class RecvWork(Work):
             if not matched:
                 self.claim(self)
             self.header = None
-        if not self.ready.wait(left()):
+            spare = self.spare
+            if received and spare is not None and len(spare) < SPARE_HEADERS:
+                spare.append(self.header_buf)   # complete and read: the next receive may take it
+                self.header_buf = None
+        ready = self.ready
+        if not ready._set and not ready.wait(None if end is None else max(0.0, end - time.monotonic())):
             raise DeadlineExpired(f"recv from {self.src} tag {self.tag}")
         if self.error is not None:
             self._finish()
             raise self.error
-        while self.parts:
-            self.parts[0].wait(left())
-            self.parts.pop(0)
+        parts = self.parts
+        while parts:
+            parts[0].wait(None if end is None else max(0.0, end - time.monotonic()))
+            parts.pop(0)
         self._finish()
 
     def _finish(self) -> None:

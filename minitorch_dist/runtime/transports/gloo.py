@@ -35,8 +35,24 @@ for _name in ("float8_e4m3fn", "float8_e5m2"):
 _NO_TIMEOUT = datetime.timedelta(days=7)
 
 
+_SPANS: dict[float, datetime.timedelta] = {}
+
+
+def _span(seconds: float) -> datetime.timedelta:
+    """datetime.timedelta(seconds) (at least 1 ms), cached: most waits take the run's deadline
+    as it is, and making one per wait was a measurable part of a small message's cost."""
+    span = _SPANS.get(seconds)
+    if span is None:
+        if len(_SPANS) > 64:
+            _SPANS.clear()
+        span = _SPANS[seconds] = datetime.timedelta(seconds=max(seconds, 0.001))
+    return span
+
+
 class _GlooWork(Work):
     """Wraps a c10d Work; turns gloo's timeout into DeadlineExpired and a lost peer into PeerFailedError."""
+
+    __slots__ = ("_work", "_rank", "_after")
 
     def __init__(self, work, rank: int, after=None):
         self._work, self._rank, self._after = work, rank, after
@@ -46,7 +62,7 @@ class _GlooWork(Work):
             if timeout is None:
                 self._work.wait()
             else:
-                self._work.wait(datetime.timedelta(seconds=max(timeout, 0.001)))
+                self._work.wait(_span(timeout))
         except RuntimeError as exc:
             text = str(exc)
             if "Timed out" in text or "timed out" in text or "Timeout" in text:

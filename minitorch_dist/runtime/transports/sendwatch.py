@@ -5,7 +5,7 @@ once that receive is posted. Two kinds of send need more, and get a copy of thei
 the receiver's listener thread (kind _COPY), once:
 - a payload send not done COPY_AFTER seconds after it was posted: its receive may be posted with
   the wrong size and never waited on; the listener's match finds the mismatch and frees the sender;
-- a small send that a complete() has waited on for EAGER_AFTER seconds (Framer._buffered, close()):
+- a small send that a complete() has waited on for EAGER_AFTER seconds (Framer._retire, close()):
   the listener takes the direct message and keeps the copy for the receive to come (MPI's eager
   send: a small send never waits for its receive to be posted).
 The thread looks every COPY_AFTER / 2 s, and every EAGER_AFTER s for a while after a waiting

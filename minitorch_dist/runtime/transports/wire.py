@@ -3,9 +3,9 @@
 A control message is an int64[16] header (magic, kind, sender's op, dtype, ndim,
 numel, tag, sequence number, sender's rank, shape...) followed, for payloads up to
 INLINE_BYTES (64 KiB), by the payload itself; receives of control messages post CONTROL_BYTES
-(the header and 64 KiB). One message of header and payload costs less than two up to there: at
-64 KiB, two copies of the payload (~10 us) against a second gloo message (its own
-ready-to-send / ready-to-receive notes and wake-ups, 2-3x raw gloo's time). Larger payloads
+(the header and 64 KiB). One message of header and payload costs no more than two up to there:
+at 64 KiB, two copies of the payload (~10 us) against a second gloo message (its own
+ready-to-receive note, write and read; measured on 2 cores, no faster). Larger payloads
 travel as raw messages of their own: on mpi one, on MPI tag (tag << seq bits) | seq; on gloo
 one per part of payload_parts(), on part_tag(tag, seq, code), so that a payload only ever meets
 a receive of exactly its own byte count, and the header alone (HEADER_BYTES) on
@@ -60,13 +60,21 @@ def describe(dtype: torch.dtype, shape) -> str:
     return f"{str(dtype).replace('torch.', '')} of shape {tuple(shape)}"
 
 
-def encode_header(tensor: torch.Tensor, op: str, tag: int, seq: int, src: int, kind: int = _MSG) -> torch.Tensor:
+def control_bytes(nbytes: int) -> int:
+    """The length of the control message of a payload of `nbytes`."""
+    return HEADER_BYTES + (nbytes if nbytes <= INLINE_BYTES else 0)
+
+
+def encode_header(tensor: torch.Tensor, op: str, tag: int, seq: int, src: int, kind: int = _MSG,
+                  out: torch.Tensor | None = None) -> torch.Tensor:
     """The control message announcing `tensor`, sent by `op`: the header, then the payload if it
-    fits (both transports accept a message shorter than the posted buffer)."""
-    nbytes = tensor.numel() * tensor.element_size()
-    control = torch.empty(HEADER_BYTES + (nbytes if nbytes <= INLINE_BYTES else 0), dtype=torch.uint8)
-    write_header(control.data_ptr(), tensor, op, tag, seq, src, kind)
-    return control
+    fits (both transports accept a message shorter than the posted buffer). `out`: a uint8
+    buffer of control_bytes(payload bytes) to write it into (else a new one)."""
+    if out is None:
+        nbytes = tensor.numel() * tensor.element_size()
+        out = torch.empty(control_bytes(nbytes), dtype=torch.uint8)
+    write_header(out.data_ptr(), tensor, op, tag, seq, src, kind)
+    return out
 
 
 def write_header(address: int, tensor: torch.Tensor, op: str, tag: int, seq: int, src: int,
