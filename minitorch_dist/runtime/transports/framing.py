@@ -13,18 +13,19 @@ The k-th message from rank a to rank b with tag t has sequence number k on both 
 in order, so headers and payloads never meet the wrong receive.
 
 A listener thread per group receives every peer's control messages (the transport's
-receive-from-any-source) and matches headers to posted receives (the copies below; mpi
-has a direct path of its own, mpi_p2p.py, and no Framer), so small sends complete whether or not their receive is posted,
-and a mismatch is found (and its sender freed, below) while nobody waits on the receive.
+receive-from-any-source) and matches the copies of headers (below) to posted receives, so
+small sends complete whether or not their receive is posted, and a mismatch is found (and
+its sender freed, below) while nobody waits on the receive. (mpi has a direct path of its
+own, mpi_p2p.py, and no Framer.)
 
-exact_parts (gloo): gloo aborts the process when a message is larger than its posted
+Exact-length parts: gloo aborts the process when a message is larger than its posted
 receive, so payloads travel in parts whose wire tags carry their exact lengths
 (wire.payload_parts): a part meets a receive of its own length or none. After a
 mismatch the receiver posts receives for the sender's parts that found none ("drains"),
 so the send completes; wire tags left out of step make the later receives that use
 them fail clearly, instead of taking another message's bytes.
 
-Direct messages (gloo): a message's header (with a small payload) goes on a wire tag of its own
+Direct messages: a message's header (with a small payload) goes on a wire tag of its own
 (wire.header_tag) straight to its receive, checked by the thread that waits on it (a hop through
 the listener costs a wake-up per message: 3x raw gloo's time at 1 KB). Both sides post a payload's
 parts before its header, so gloo writes the header last: the receive waits on it first (to check
@@ -52,12 +53,12 @@ from ..errors import MessageMismatchError
 from .framing_works import BufferedSend, RecvWork, SendWork, Spares, copy_inline, waiter
 from .sendwatch import SendWatch
 from .wire import (_BYE, _COPY, _MSG, CONTROL_BYTES, CONTROL_TAG, HEADER_BYTES,
-                   INLINE_BYTES, SEQ_BITS, as_bytes, check_match, decode_header, encode_control, encode_header,
+                   INLINE_BYTES, as_bytes, check_match, decode_header, encode_control, encode_header,
                    header_tag, part_tag, payload_parts, with_kind)
 
 RawPost = Callable[[torch.Tensor, int, int], Work]  # (uint8 buffer, peer, wire tag) -> Work
 RawPostAny = Callable[[torch.Tensor, int], Work]  # (uint8 buffer, wire tag): from any peer
-KEEP_SENDS, _NOT_EARLY = 64, (None, False)  # small gloo sends kept in flight (handles done) before the oldest is completed
+KEEP_SENDS, _NOT_EARLY = 64, (None, False)  # small sends kept in flight (handles done) before the oldest is completed
 
 
 class Framer:
@@ -66,16 +67,13 @@ class Framer:
     raw_isend(buf, dst, wire_tag) / raw_irecv(buf, src, wire_tag) post raw messages;
     raw_irecv_any(buf, wire_tag) posts a receive from any peer (the header names the sender).
     `name_rank(r)` turns a group rank into text for error messages. Call close() on every member.
-    exact_parts: exact-length parts and direct messages (see the module docstring; gloo needs them;
-    without them every header goes through the listener and payloads travel whole, which no
-    backend uses now).
+    Payloads travel in exact-length parts, headers as direct messages (the module docstring).
     """
 
     def __init__(self, raw_isend: RawPost, raw_irecv: RawPost, raw_irecv_any: RawPostAny,
-                 rank: int, size: int, name_rank: Callable[[int], str], exact_parts: bool = False):
+                 rank: int, size: int, name_rank: Callable[[int], str]):
         self._raw_isend, self._raw_irecv, self._raw_irecv_any = raw_isend, raw_irecv, raw_irecv_any
         self._rank, self._size, self._name = rank, size, name_rank
-        self._exact = exact_parts
         self._sent = defaultdict(int)     # (dst, tag) -> messages posted so far
         self._recvd = defaultdict(int)    # (src, tag) -> receives posted so far
         self._lock = threading.Lock()     # guards the dicts below, _broken, and irecv's posts
@@ -83,12 +81,12 @@ class Framer:
         self._early: dict[tuple[int, int, int], tuple] = {}  # (control, drained) of headers whose receive is not posted
         self._skewed: dict[int, dict[int, tuple]] = defaultdict(dict)  # src -> {wire tag: (why, after, before)}
         self._drains: list = []           # raw receives kept alive, never waited (see _settle)
-        self._unfinished: dict[int, Work] = {}  # gloo: works not waited to the end, kept alive
-        self._sends: deque[BufferedSend] = deque()  # gloo: small sends in flight, oldest first (_retire)
-        self._spares = Spares()           # gloo: buffers of completed messages, for the next ones
+        self._unfinished: dict[int, Work] = {}  # works not waited to the end, kept alive
+        self._sends: deque[BufferedSend] = deque()  # small sends in flight, oldest first (_retire)
+        self._spares = Spares()           # buffers of completed messages, for the next ones
         self._broken: BaseException | None = None
         self._watch = SendWatch(self._outgoing, self._copy)
-        loops = {} if size == 1 else {"listener": self._listen, **({"sendwatch": self._watch.run} if exact_parts else {})}
+        loops = {} if size == 1 else {"listener": self._listen, "sendwatch": self._watch.run}
         self._threads = [threading.Thread(target=loop, daemon=True, name=f"minitorch_dist-{name}-r{rank}")
                          for name, loop in loops.items()]
         for thread in self._threads:
@@ -96,8 +94,6 @@ class Framer:
 
     def _parts(self, tag: int, seq: int, nbytes: int) -> list[tuple[int, int, int]]:
         """[(offset, length, wire tag)] of a payload of `nbytes` (> INLINE_BYTES)."""
-        if not self._exact:
-            return [(0, nbytes, (tag << SEQ_BITS) | (seq & ((1 << SEQ_BITS) - 1)))]
         return [(offset, length, part_tag(tag, seq, code)) for offset, length, code in payload_parts(nbytes)]
 
     def isend(self, tensor: torch.Tensor, dst: int, tag: int, op: str) -> Work:
@@ -109,12 +105,6 @@ class Framer:
                                 out=self._spares.control(nbytes))
         parts = self._parts(tag, seq, nbytes) if nbytes > INLINE_BYTES else []
         self._sent[dst, tag] = seq + 1
-        if not self._exact:
-            works = [self._raw_isend(control, dst, CONTROL_TAG)]
-            if parts:
-                works += [self._raw_isend(as_bytes(tensor)[offset:offset + length], dst, wire_tag)
-                          for offset, length, wire_tag in parts]
-            return SendWork(works, (control, tensor), dst)
         if not parts:
             self._sends.append(BufferedSend(self._raw_isend(control, dst, header_tag(tag, seq)), control, dst, self._watch.wake))
             return self._sends[-1]
@@ -134,7 +124,7 @@ class Framer:
             self._spares.give_control(sends.popleft().keep[0])
 
     def _outgoing(self) -> list:
-        """The sends in flight (gloo): payload sends not waited to the end, small sends kept alive."""
+        """The sends in flight: payload sends not waited to the end, small sends kept alive."""
         return [w for w in list(self._unfinished.values()) if type(w) is SendWork] + list(self._sends)
 
     def _finished(self, work: Work) -> None:
@@ -163,16 +153,15 @@ class Framer:
                 for offset, length, wire_tag in self._parts(tag, seq, nbytes):
                     work.parts.append(self._raw_irecv(data[offset:offset + length], src, wire_tag))
                     work.wire_tags.append(wire_tag)
-            if self._exact:     # the direct header after the parts, as they are sent (see the docstring)
-                wire_tag = header_tag(tag, seq)
-                work.wire_tags.append(wire_tag)
-                if not drained:                 # (else the listener took the direct message)
-                    spare = work.spare = self._spares.headers
-                    work.header_buf = spare.pop() if spare else torch.empty(CONTROL_BYTES, dtype=torch.uint8)
-                    work.header = self._raw_irecv(work.header_buf, src, wire_tag)
-                    work.claim = self._claim
-                work.done = self._finished
-                self._unfinished[id(work)] = work
+            wire_tag = header_tag(tag, seq)     # the direct header after the parts, as they are sent
+            work.wire_tags.append(wire_tag)
+            if not drained:                     # (else the listener took the direct message)
+                spare = work.spare = self._spares.headers
+                work.header_buf = spare.pop() if spare else torch.empty(CONTROL_BYTES, dtype=torch.uint8)
+                work.header = self._raw_irecv(work.header_buf, src, wire_tag)
+                work.claim = self._claim
+            work.done = self._finished
+            self._unfinished[id(work)] = work
             if control is None:
                 if self._broken is not None:
                     work.fail(self._broken)
@@ -204,8 +193,7 @@ class Framer:
                 if self._skewed.get(work.src):
                     work.check_in_step(self._skewed[work.src], self._name(self._rank), self._name)
             except MessageMismatchError:
-                if self._exact:
-                    self._settle(work, dtype.itemsize * math.prod(shape))
+                self._settle(work, dtype.itemsize * math.prod(shape))
                 raise
             nbytes = work.tensor.numel() * work.tensor.element_size()
             if 0 < nbytes <= INLINE_BYTES:
@@ -252,7 +240,7 @@ class Framer:
                     byes += 1
                     continue
                 nbytes = dtype.itemsize * math.prod(shape)
-                if kind == _COPY and self._exact and nbytes <= INLINE_BYTES:
+                if kind == _COPY and nbytes <= INLINE_BYTES:
                     # a small send's copy: its receive takes the direct message if posted, else we
                     # take it (the sender waits for that) and keep the copy for the receive to come
                     drain = None

@@ -67,13 +67,10 @@ def _no_limit() -> None:
     return None
 
 
-_NO_LIMIT = _no_limit
-
-
 def waiter(timeout: float | None):
     """left() -> seconds left of `timeout` from now on (None: no limit)."""
     if timeout is None:
-        return _NO_LIMIT
+        return _no_limit
     end = time.monotonic() + timeout
     return lambda: max(0.0, end - time.monotonic())
 

@@ -88,8 +88,7 @@ class GlooBackend(Backend):
         timeout = _NO_TIMEOUT if pg_timeout is None else datetime.timedelta(seconds=pg_timeout)
         self._pg_timeout = pg_timeout
         self._pg = dist.ProcessGroupGloo(dist.PrefixStore(f"pg/{key}", store), rank, size, timeout)
-        self._framer = Framer(self._raw_isend, self._raw_irecv, self._raw_irecv_any, rank, size,
-                              self._name_rank, exact_parts=True)
+        self._framer = Framer(self._raw_isend, self._raw_irecv, self._raw_irecv_any, rank, size, self._name_rank)
         if type(self).isend is GlooBackend.isend and type(self).irecv is GlooBackend.irecv:
             self.isend, self.irecv = self._framer.isend, self._framer.irecv   # one call less per message
 
