@@ -16,6 +16,7 @@ The framing header of the process backends is not counted.
 
 from __future__ import annotations
 
+import gc
 from dataclasses import dataclass, field
 
 
@@ -93,8 +94,24 @@ class Recorder:
         self.trace = trace
         self.max_events = max_events
         self.counters = Counters()
-        self.events: list[Event] = []
+        self._events: list[Event] = []
+        self._recorded: list[tuple] = []     # events not yet made Event objects (see `events`)
         self.dropped_events = 0
+
+    @property
+    def events(self) -> list[Event]:
+        """Every event so far, in order. Recording keeps a tuple (a small message's cost is its
+        overhead); the Event objects are made here, once, when someone reads them."""
+        if self._recorded:
+            collecting = gc.isenabled()
+            gc.disable()        # made in one batch: a collection every 700 of them would walk them all
+            try:
+                self._events += [_new_event(*fields) for fields in self._recorded]
+            finally:
+                if collecting:
+                    gc.enable()
+            self._recorded.clear()
+        return self._events
 
     def count(self, op: str, sent: int = 0, recv: int = 0, bytes_sent: int = 0,
               bytes_recv: int = 0, tensor_bytes: int = 0) -> None:
@@ -126,10 +143,10 @@ class Recorder:
               start: float, end: float, group: str) -> None:
         if not self.trace:
             return
-        if len(self.events) >= self.max_events:
+        if len(self._events) + len(self._recorded) >= self.max_events:
             self.dropped_events += 1
             return
-        self.events.append(_new_event(self.rank, op, peer, tag, nbytes, start, end, group))
+        self._recorded.append((self.rank, op, peer, tag, nbytes, start, end, group))
 
 
 def _new_event(rank, op, peer, tag, nbytes, start, end, group) -> Event:
