@@ -67,12 +67,17 @@ def _no_limit() -> None:
     return None
 
 
+def _left(end: float | None) -> float | None:
+    """Seconds from now until monotonic time `end` (None: no limit)."""
+    return None if end is None else max(0.0, end - time.monotonic())
+
+
 def waiter(timeout: float | None):
     """left() -> seconds left of `timeout` from now on (None: no limit)."""
     if timeout is None:
         return _no_limit
     end = time.monotonic() + timeout
-    return lambda: max(0.0, end - time.monotonic())
+    return lambda: _left(end)
 
 
 class Spares:
@@ -233,14 +238,14 @@ class RecvWork(Work):
                 spare.append(self.header_buf)   # complete and read: the next receive may take it
                 self.header_buf = None
         ready = self.ready
-        if not ready._set and not ready.wait(None if end is None else max(0.0, end - time.monotonic())):
+        if not ready._set and not ready.wait(_left(end)):
             raise DeadlineExpired(f"recv from {self.src} tag {self.tag}")
         if self.error is not None:
             self._finish()
             raise self.error
         parts = self.parts
         while parts:
-            parts[0].wait(None if end is None else max(0.0, end - time.monotonic()))
+            parts[0].wait(_left(end))
             parts.pop(0)
         self._finish()
 

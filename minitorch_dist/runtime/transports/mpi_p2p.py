@@ -153,6 +153,10 @@ class DirectP2P:
         self._pool: list[_Control] = []           # free control buffers
         self._byte = _mpi().BYTE
 
+    def _mpi_tag(self, tag: int, seq: int) -> int:
+        """The MPI tag of message `seq` on user tag `tag` (MPI keeps equal tags from a source in order)."""
+        return (tag << self._seq_bits) | (seq & self._seq_mask)
+
     def _take(self) -> _Control:
         return self._pool.pop() if self._pool else _Control()
 
@@ -165,7 +169,7 @@ class DirectP2P:
         control = self._take()
         length = write_header(control.address, tensor, op, tag, seq, self.rank)   # raises on bad input
         self._sent[dst, tag] = seq + 1
-        mpi_tag = (tag << self._seq_bits) | (seq & self._seq_mask)
+        mpi_tag = self._mpi_tag(tag, seq)
         head = self._head.Isend([control.mem, length, self._byte], dst, mpi_tag)
         if tensor.numel() * tensor.element_size() <= INLINE_BYTES:
             self._sending.append((head, control))
@@ -188,7 +192,7 @@ class DirectP2P:
             self._sent_done()
         seq = self._recvd[src, tag]
         self._recvd[src, tag] = seq + 1
-        mpi_tag = (tag << self._seq_bits) | (seq & self._seq_mask)
+        mpi_tag = self._mpi_tag(tag, seq)
         control = self._take()
         head = self._head.Irecv([control.mem, self._byte], src, mpi_tag)
         data = host = None
@@ -209,8 +213,7 @@ class DirectP2P:
             self.orphan(reqs, keep)
         elif sent_payload:
             scratch = torch.empty(sent_payload, dtype=torch.uint8)
-            mpi_tag = (tag << self._seq_bits) | (seq & self._seq_mask)
-            self.orphan([self._data.Irecv(_raw(scratch), src, mpi_tag)], scratch)
+            self.orphan([self._data.Irecv(_raw(scratch), src, self._mpi_tag(tag, seq))], scratch)
 
     def orphan(self, reqs: list, keep) -> None:
         """Keep `reqs` and their buffers until MPI is done with them."""
