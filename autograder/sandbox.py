@@ -121,6 +121,8 @@ class Sandbox:
         os.umask(0o077)
         os.chdir(self.student_kit)
         keep = {k: v for k, v in os.environ.items() if k not in PRIVATE_ENV}
+        if self.uid is not None:          # the uid has no passwd entry: getpass.getuser() (torch on CUDA
+            keep.update(USER=f"student{self.uid}", LOGNAME=f"student{self.uid}")   # asks) reads these
         os.environ.clear()
         os.environ.update(keep, HOME=scratch, TMPDIR=scratch, PYTHONPATH=self.student_kit,
                           PYTHONDONTWRITEBYTECODE="1",

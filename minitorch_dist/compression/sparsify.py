@@ -63,7 +63,9 @@ class TopK(Compressor):
 
         Shapes: values (k,), indices (k,) on every rank -> (numel,), the same on every rank.
         Steps: all-gather the values and the indices ((k,) -> (p k,)); index_add the values into
-        zeros (indices of different ranks may coincide: add, never overwrite); / p for "avg".
+        zeros (indices of different ranks may coincide: add, never overwrite), one rank's k at a
+        time in rank order (on a GPU, one index_add_ with repeated indices adds them in any order,
+        and every rank must get the same bits); / p for "avg".
         Cost: all-gather inputs k (s + 4) bytes; (p-1) k (s + 4) sent per rank on a ring.
         """
         # BEGIN YOUR CODE  (HW3 task 3.2)

@@ -8,7 +8,7 @@ on 2 gloo ranks in one launch, every rank under DeviceGuard: a tensor allocated 
 that meets group.device's tensors, or goes into a message, fails the case. Prints
 "device_probe: {"hw2": null | "the rank's error", ...}"; the kit test (test_device_generic.py)
 reads it. --no-guard runs the same cases as they are (on --backend and --device: a GPU smoke run),
---save keeps what the ranks returned (torch.save) to compare runs. Run it from a kit copy with an
+--save keeps the case kinds and what the ranks returned (torch.save) to compare runs. Run it from a kit copy with an
 implementation laid over it.
 """
 
@@ -67,7 +67,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--no-guard", action="store_true", help="run the cases as they are (a GPU smoke run)")
     parser.add_argument("--backend", default="gloo")
     parser.add_argument("--device", default=None, help="cpu or cuda (MINITORCH_DIST_DEVICE of the ranks)")
-    parser.add_argument("--save", default=None, help="torch.save {homework: what the ranks returned} here")
+    parser.add_argument("--save", default=None, help="torch.save {homework: {'kinds': [...], 'ranks': what they returned}} here")
     parser.add_argument("--kinds", default=None, help="only the cases of these kinds (comma-separated)")
     opts = parser.parse_args(argv)
     if opts.device is not None:
@@ -76,8 +76,9 @@ def main(argv: list[str]) -> int:
     errors, returned = {}, {}
     try:
         for hw in opts.homeworks:
-            errors[hw], returned[hw] = probe(hw, guard=not opts.no_guard, backend=opts.backend,
-                                             kinds=opts.kinds and set(opts.kinds.split(",")))
+            kinds = opts.kinds and set(opts.kinds.split(","))
+            errors[hw], ranks = probe(hw, guard=not opts.no_guard, backend=opts.backend, kinds=kinds)
+            returned[hw] = {"kinds": [c.kind for c in representative(hw, P, kinds)], "ranks": ranks}
     finally:
         shutdown()
     if opts.save:

@@ -93,6 +93,31 @@ def test_a_sandbox_uid_is_held_by_one_grading_at_a_time():
     assert subprocess.run(probe, cwd=ROOT, capture_output=True, text=True).stdout.strip() == "True"
 
 
+def test_sandboxed_code_can_ask_for_its_user_name():
+    """getpass.getuser() works in the sandbox although its uid has no passwd entry (torch's optimizers
+    ask for it on CUDA: without USER, every training test of a cuda grading failed)."""
+    import tempfile
+    from autograder.sandbox import Sandbox
+    root = tempfile.mkdtemp(prefix="sandbox-user-")
+    os.chmod(root, 0o755)
+    box = Sandbox.create(ROOT, root, root, gid=None, taken=set())
+    try:
+        scratch = box.job_scratch("t")
+        pid = os.fork()
+        if pid == 0:                                   # the child becomes the uid, as a test job does
+            code = 3
+            try:
+                import getpass
+                box.enter(scratch)
+                code = 0 if os.getuid() == box.uid and getpass.getuser() == f"student{box.uid}" else 4
+            finally:
+                os._exit(code)
+        assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
+    finally:
+        release_uid(box.uid)
+        subprocess.run(["rm", "-rf", root])
+
+
 def hostile(tmp_path, **attacks_by_function) -> str:
     """A submission whose naive (1.4), ring (1.7) and broadcast (1.2) run the given attacks, then
     return x unchanged (wrong on every rank but by chance)."""

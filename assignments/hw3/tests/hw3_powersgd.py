@@ -83,7 +83,8 @@ def torch_powersgd(case, p: int, folder: str, timeout: float = 120) -> list[list
     store, outs = os.path.join(folder, "store"), [os.path.join(folder, f"grads{r}.pt") for r in range(p)]
     code = ("import sys; from assignments.hw3.tests.hw3_powersgd import _torch_rank as f; "
             "f(int(sys.argv[1]), *map(eval, sys.argv[2:]))")
-    env = {**os.environ, "PYTHONPATH": ROOT, "OMP_NUM_THREADS": "1"}
+    env = {**os.environ, "PYTHONPATH": ROOT, "OMP_NUM_THREADS": "1",
+           "CUDA_VISIBLE_DEVICES": ""}     # on the CPU: with CUDA there, torch's hook synchronizes a cpu device
     procs = [subprocess.Popen([sys.executable, "-c", code, str(r), str(p), repr(store), str(case.param), str(ef),
                                str(warm), str(case.n), repr(outs[r])], cwd=ROOT, env=env,
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT) for r in range(p)]

@@ -67,7 +67,9 @@ class TopK(Compressor):
 
         Shapes: values (k,), indices (k,) on every rank -> (numel,), the same on every rank.
         Steps: all-gather the values and the indices ((k,) -> (p k,)); index_add the values into
-        zeros (indices of different ranks may coincide: add, never overwrite); / p for "avg".
+        zeros (indices of different ranks may coincide: add, never overwrite), one rank's k at a
+        time in rank order (on a GPU, one index_add_ with repeated indices adds them in any order,
+        and every rank must get the same bits); / p for "avg".
         Cost: all-gather inputs k (s + 4) bytes; (p-1) k (s + 4) sent per rank on a ring.
         """
         # BEGIN SOLUTION  (HW3 task 3.2)
@@ -75,8 +77,9 @@ class TopK(Compressor):
         values, indices = payload
         all_values = group.all_gather(values)                                          # (p k,)
         all_indices = group.all_gather(indices)                                        # (p k,)
-        total = torch.zeros(numel, dtype=dtype, device=all_values.device).index_add_(0, all_indices.long(),
-                                                                                     all_values.to(dtype))
+        total = torch.zeros(numel, dtype=dtype, device=all_values.device)
+        for values, indices in zip(all_values.view(group.size, -1), all_indices.view(group.size, -1)):
+            total.index_add_(0, indices.long(), values.to(dtype))                      # distinct within a rank
         return total / group.size if op == "avg" else total
         # END SOLUTION
 
