@@ -23,7 +23,7 @@ import time
 
 from autograder import isolate
 from autograder.collect import DEFAULT_LIMIT, JOB_ENV, collect, test_files
-from autograder.devices import describe_device, resolve_device, set_aside_gpu_tests
+from autograder.devices import describe_device, resolve_device, scale_limits, set_aside_gpu_tests
 from autograder.jobs import run_all, task_order
 from autograder.kit_copies import make_student_kit, open_interpreter, protect_secrets, seal
 from autograder.results import GradedTest, results_json, summary_table, write_results
@@ -91,6 +91,7 @@ class GradingSession:
             env["AUTOGRADER_NETNS"] = "1" if sandbox and namespaces and is_root() else "0"
             self.runners.append(make_runner(self.kit, env, zygote=zygote))
             self.tests, self.problems = collect(self.runners[0], self.kit, manifest, suites, self.records, limit)
+            scale_limits(self.tests, self.device)
             self.tests.sort(key=task_order)
             self.hidden = [f for target, vis in suites if vis != "visible" for f in test_files(self.kit, target)]
             self.runners += [make_runner(self.kit, env, zygote=True) for _ in range(max(1, jobs) - 1 if zygote else 0)]

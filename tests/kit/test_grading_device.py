@@ -13,7 +13,7 @@ import sys
 import pytest
 
 from autograder import batch
-from autograder.devices import set_aside_gpu_tests
+from autograder.devices import CUDA_TIME_FACTOR, scale_limits, set_aside_gpu_tests
 from autograder.results import GradedTest, results_json
 from autograder.rubric import rubric_tests, task_totals
 from autograder.session import GradingSession
@@ -65,6 +65,14 @@ def _test(name, points, gpu=False):
     return GradedTest(function=f"t.py::{name}", name=f"HW1 1.2 broadcast: {name}", points=points, limit=10,
                       visibility="after_published", cases=[f"t.py::{name}"],
                       case_tasks={f"t.py::{name}": "task1_2"}, needs_gpu=gpu)
+
+
+def test_a_cuda_grading_gives_each_test_more_time():
+    tests = [_test("test_cpu", 3), _test("test_gpu", 6, gpu=True)]
+    scale_limits(tests, "cpu")
+    assert [t.limit for t in tests] == [10, 10]
+    scale_limits(tests, "cuda")
+    assert CUDA_TIME_FACTOR > 1 and [t.limit for t in tests] == [10 * CUDA_TIME_FACTOR] * 2
 
 
 def test_not_run_tests_count_in_no_total_task_or_rubric_entry():
