@@ -213,6 +213,22 @@ def test_real_suites_solutions_full_marks(marked_env, hw):
         f"assignments/{hw}/README.md states other points than the grader gives: python -m tools.points {hw}")
 
 
+@pytest.mark.gpu
+@pytest.mark.slow
+@pytest.mark.timeout(1800)
+@pytest.mark.parametrize("hw", [real_suites(hw) for hw in HOMEWORKS])
+def test_real_suites_solutions_full_marks_on_cuda(marked_env, hw):
+    """Graded on the GPU (every rank's group.device a GPU), the solutions get full marks: the hidden
+    tests are device-generic. The first cuda gradings, on one H100, found four defects that no CPU
+    run could show (a user name in the sandbox, torch's PowerSGD hook, float64 bits across devices,
+    index_add_'s order); each homework takes 1-3 minutes there with --jobs 4."""
+    solved = grade(hw, "solutions", out=None, quiet=True, jobs=4, device="cuda")
+    top = sum(t["max_score"] for t in solved["tests"])
+    assert solved["extra_data"]["device"].startswith("cuda"), solved["extra_data"]["device"]
+    assert top > 0 and solved["score"] == top, [(t["name"], t["output"][:2000]) for t in solved["tests"]
+                                                  if t.get("status") == "failed"]
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(1200)
 @pytest.mark.parametrize("hw", [real_suites(hw) for hw in HOMEWORKS])
