@@ -85,6 +85,35 @@ def _check(res, p: int, device: str = "cuda"):
         assert torch.equal(out["broadcast"], torch.arange(6, dtype=torch.float32))
 
 
+class _Work:
+    def __init__(self, done: bool):
+        self.done = done
+
+    def is_completed(self) -> bool:
+        return self.done
+
+
+class _Communicator:
+    def __init__(self):
+        self.calls = []
+
+    def shutdown(self):
+        self.calls.append("shutdown")
+
+    def abort(self):
+        self.calls.append("abort")
+
+
+def test_closing_nccl_aborts_a_collective_still_running_and_shuts_down_otherwise():
+    """torch's shutdown() waits for the GPU's kernels: after a deadlock it would never return."""
+    from minitorch_dist.runtime.transports.nccl import close_communicator
+    pg = _Communicator()
+    assert close_communicator(pg, []) == "shutdown"
+    assert close_communicator(pg, [_Work(True), _Work(False)]) == "abort"
+    assert close_communicator(pg, [_Work(True)]) == "shutdown"
+    assert pg.calls == ["shutdown", "abort", "shutdown"]
+
+
 @pytest.mark.parametrize("p", [1, 2, 3])
 def test_the_gpu_tests_expectations_hold_on_the_cpu(p):
     """The same rank code and checks as the GPU tests below, on gloo: the expectations are right."""

@@ -15,9 +15,14 @@ Waits: a collective's wait() polls the NCCL work until it is complete on the GPU
 there for the host and every stream), within the run's deadline, which turns into the
 deadlock report like any other wait. TORCH_NCCL_ASYNC_ERROR_HANDLING is set so that a stuck or
 failed communicator is torn down, and NCCL's own timeout is the deadline plus a margin.
+close() shuts the communicator down when every collective it started has completed; when one is
+still running (a deadlock, a dead peer) it aborts it, since a shutdown waits for the GPU's kernels
+to finish and would wait forever.
 CPU tensors given to a collective go through gloo, as on the gloo backend.
 
 Untested in this kit's CI (no GPU there): tests marked `gpu` (pytest -m gpu) run it where a GPU is.
+They passed on one H100 with one rank; two or more ranks (a GPU each), and so the abort above,
+have never run.
 """
 
 from __future__ import annotations
@@ -59,6 +64,17 @@ class _NcclWork(Work):
                                   f"to read.") from None
 
 
+def close_communicator(pg, works: list) -> str:
+    """Tear the NCCL process group down: "shutdown" (waits for its kernels) when every work in
+    `works` has completed, else "abort" (kills them). Returns which one it called."""
+    how = "shutdown" if all(w.is_completed() for w in works) else "abort"
+    try:
+        getattr(pg, how)()
+    except (AttributeError, RuntimeError):
+        pass
+    return how
+
+
 class NcclBackend(GlooBackend):
     """Collectives on CUDA tensors by NCCL; point-to-point framed over gloo (gloo.py)."""
 
@@ -71,6 +87,7 @@ class NcclBackend(GlooBackend):
         options = dist.ProcessGroupNCCL.Options()
         options._timeout = NCCL_TIMEOUT
         self._nccl = dist.ProcessGroupNCCL(dist.PrefixStore(f"nccl/{key}", store), rank, size, options)
+        self._started: list = []        # its works not yet seen complete (close() aborts if one runs)
 
     @classmethod
     def world(cls, store, rank: int, size: int, key: str, device=None) -> "NcclBackend":
@@ -79,37 +96,38 @@ class NcclBackend(GlooBackend):
     def _on_gpu(self, *tensors) -> bool:
         return all(t.is_cuda for t in tensors)
 
+    def _work(self, work) -> _NcclWork:
+        self._started = [w for w in self._started if not w.is_completed()] + [work]
+        return _NcclWork(work, self.rank)
+
     def all_reduce(self, tensor, op):
         if not self._on_gpu(tensor) or tensor.numel() == 0:
             return super().all_reduce(tensor, op)
         opts = dist.AllreduceOptions()
         opts.reduceOp = C10D_OPS[op]
-        return _NcclWork(self._nccl.allreduce([tensor], opts), self.rank)
+        return self._work(self._nccl.allreduce([tensor], opts))
 
     def reduce_scatter(self, out, tensor, op):
         if not self._on_gpu(out, tensor) or tensor.numel() == 0:
             return super().reduce_scatter(out, tensor, op)
         opts = dist.ReduceScatterOptions()
         opts.reduceOp = C10D_OPS[op]
-        return _NcclWork(self._nccl._reduce_scatter_base(out, tensor.contiguous(), opts), self.rank)
+        return self._work(self._nccl._reduce_scatter_base(out, tensor.contiguous(), opts))
 
     def all_gather(self, out, tensor):
         if not self._on_gpu(out, tensor) or tensor.numel() == 0:
             return super().all_gather(out, tensor)
-        return _NcclWork(self._nccl._allgather_base(out, tensor.contiguous()), self.rank)
+        return self._work(self._nccl._allgather_base(out, tensor.contiguous()))
 
     def broadcast(self, tensor, src):
         if not self._on_gpu(tensor) or tensor.numel() == 0:
             return super().broadcast(tensor, src)
         opts = dist.BroadcastOptions()
         opts.rootRank = src
-        return _NcclWork(self._nccl.broadcast([tensor], opts), self.rank)
+        return self._work(self._nccl.broadcast([tensor], opts))
 
     def close(self):
         if getattr(self, "_nccl", None) is not None:
-            try:
-                self._nccl.shutdown()
-            except (AttributeError, RuntimeError):
-                pass
-            self._nccl = None
+            close_communicator(self._nccl, self._started)
+            self._nccl, self._started = None, []
         super().close()
