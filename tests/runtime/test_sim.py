@@ -15,6 +15,7 @@ import torch
 from minitorch_dist import cost_model
 from minitorch_dist.runtime.errors import (CollectivesDisabledError, DeadlockError,
                                            MessageMismatchError, PeerFailedError, RankError)
+from minitorch_dist.runtime.handle import UnwaitedHandleWarning
 from minitorch_dist.runtime.sim import SimNetwork, run_sim
 from minitorch_dist.runtime.sim.ports import Port, book_transfer
 
@@ -80,7 +81,8 @@ def test_eager_send_copies_the_buffer_and_messages_do_not_overtake():
             return None
         return [group.recv(torch.empty(2), 0, tag=5)[0].item() for _ in range(3)]
 
-    assert run_sim(main, 2)[1] == [0.0, 1.0, 2.0]
+    with pytest.warns(UnwaitedHandleWarning, match="freed without wait"):
+        assert run_sim(main, 2)[1] == [0.0, 1.0, 2.0]
 
 
 def test_tags_and_groups_keep_messages_apart():
