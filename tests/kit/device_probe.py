@@ -46,9 +46,9 @@ def representative(hw: str, p: int = P, kinds=None) -> list:
     return cases
 
 
-def probe(hw: str, guard: bool = True, backend: str = "gloo", p: int = P, kinds=None) -> tuple[str | None, list | None]:
-    """(None, what the ranks returned) when every representative case (of `kinds`) ran clean on p
-    ranks, else (the first error, None)."""
+def probe(hw: str, guard: bool = True, backend: str = "gloo", p: int = P, kinds=None) -> tuple[str | None, dict | None]:
+    """(None, {"kinds": the cases' kinds, "ranks": what each rank returned, case by case}) when every
+    representative case (of `kinds`) ran clean on p ranks, else (the first error, None)."""
     ranks = importlib.import_module(f"assignments.{hw}.tests.{hw}_ranks")
     launch = dict(getattr(importlib.import_module(f"assignments.{hw}.tests.{hw}_harness"), f"{hw.upper()}_LAUNCH"))
     launch["collectives"] = True                      # hw5's bonus 5.6 (a grid) averages with all_reduce
@@ -58,7 +58,7 @@ def probe(hw: str, guard: bool = True, backend: str = "gloo", p: int = P, kinds=
     if err is not None:
         return f"{err.exc_type}: {err.message}", None
     problems = [r["error"] for rank in result for r in rank if isinstance(r, dict) and "error" in r]
-    return (problems[0], None) if problems else (None, list(result))
+    return (problems[0], None) if problems else (None, {"kinds": [c.kind for c in cases], "ranks": list(result)})
 
 
 def main(argv: list[str]) -> int:
@@ -76,9 +76,8 @@ def main(argv: list[str]) -> int:
     errors, returned = {}, {}
     try:
         for hw in opts.homeworks:
-            kinds = opts.kinds and set(opts.kinds.split(","))
-            errors[hw], ranks = probe(hw, guard=not opts.no_guard, backend=opts.backend, kinds=kinds)
-            returned[hw] = {"kinds": [c.kind for c in representative(hw, P, kinds)], "ranks": ranks}
+            errors[hw], returned[hw] = probe(hw, guard=not opts.no_guard, backend=opts.backend,
+                                             kinds=opts.kinds and set(opts.kinds.split(",")))
     finally:
         shutdown()
     if opts.save:
