@@ -3,6 +3,7 @@
     results = launch(main, 4)                   # gloo ranks forked from this process
     results = launch(main, 1024, backend="sim")  # threads with a virtual clock
     results = launch(main, 4, backend="mpi")     # ranks started by mpiexec
+    results = launch(main, 4, rank_args=[(x0,), (x1,), (x2,), (x3,)])   # rank r: main(group, xr)
 
 Under an outside launcher (mpirun, torchrun, srun, python -m minitorch_dist.run)
 the same call runs `fn` on this process's rank only and returns every rank's value
@@ -30,7 +31,7 @@ from ..errors import LaunchError, RankError
 from ..observe.deadlock import format_report
 from ..observe.tracker import read_board
 from ..results import RunResult
-from . import channel
+from . import channel, per_rank
 from .pool import Pool
 from .worker import Task
 
@@ -87,11 +88,12 @@ def _rank_error(failures: list[dict], world_size: int, notes: dict[int, str], tr
     return err
 
 
-def _collect(pool: Pool, task: Task, timeout: float | None) -> list[tuple]:
-    """Send `task` to every rank; return their replies, or raise RankError / LaunchError."""
-    n = pool.world_size
-    for conn in pool.conns:
-        channel.send(conn, ("task", task))
+def _collect(pool: Pool, tasks: list[Task], timeout: float | None) -> list[tuple]:
+    """Send tasks[r] to rank r; return their replies, or raise RankError / LaunchError."""
+    n, task = pool.world_size, tasks[0]
+    pool.new_run()
+    for conn, own in zip(pool.conns, tasks):
+        channel.send(conn, ("task", own))
     replies: dict[int, tuple] = {}
     failures: list[dict] = []
     started, first_failure = time.monotonic(), None
@@ -127,7 +129,7 @@ def _collect(pool: Pool, task: Task, timeout: float | None) -> list[tuple]:
     return [replies[r] for r in range(n)]
 
 
-def launch(fn, world_size: int | None = None, *, args=(), kwargs=None, backend: str | None = None,
+def launch(fn, world_size: int | None = None, *, args=(), kwargs=None, rank_args=None, backend: str | None = None,
            deadline: float | None | str = "default", collectives: bool = True, trace: bool = True,
            network=None, timeout: float | None = None, fresh: bool = False,
            start_method: str | None = None, device: str | None = None) -> RunResult:
@@ -137,6 +139,10 @@ def launch(fn, world_size: int | None = None, *, args=(), kwargs=None, backend: 
         fn: the rank function; its first argument is the world Group. Functions defined in a
             notebook or in __main__ work (they are shipped by value with cloudpickle).
         world_size: number of ranks (under mpirun/torchrun/srun: must match, or None).
+        rank_args: one tuple per rank: rank r calls fn(group, *args, *rank_args[r], **kwargs).
+            On gloo, mpi and nccl rank r's process receives only rank_args[r] (pickled apart for
+            each rank). On sim every rank is a thread of one process, which holds every rank's
+            element; under an outside launcher, every process holds what its script built.
         backend: "gloo" (default; CPU processes), "mpi" (mpiexec) or "sim" (threads, virtual
             clock). MINITORCH_DIST_BACKEND sets the default.
         deadline: seconds a blocking op may wait before a DeadlockError with the wait-for
@@ -162,10 +168,11 @@ def launch(fn, world_size: int | None = None, *, args=(), kwargs=None, backend: 
     kwargs = dict(kwargs or {})
     if deadline == "default":
         deadline = default_deadline()
+    own = None if rank_args is None else per_rank.check(rank_args, world_size)
     from .attach import attached_group, torch_distributed_initialised
     group = attached_group()
     if group is not None:                    # world_group() was called: run on that group
-        return group.run(fn, world_size, args, kwargs)
+        return group.run(per_rank.appended(fn, own), world_size, args, kwargs)
     if torch_distributed_initialised():
         raise LaunchError(
             "launch() inside a torch.distributed job (init_process_group was called in this process): it "
@@ -176,8 +183,8 @@ def launch(fn, world_size: int | None = None, *, args=(), kwargs=None, backend: 
     job = detect_external()
     if job is not None:
         from .external import run_external
-        return run_external(fn, world_size, job, args, kwargs, backend, deadline, collectives, trace,
-                            device or os.environ.get("MINITORCH_DIST_DEVICE"))
+        return run_external(per_rank.appended(fn, own), world_size, job, args, kwargs, backend, deadline,
+                            collectives, trace, device or os.environ.get("MINITORCH_DIST_DEVICE"))
     if isinstance(world_size, bool) or not isinstance(world_size, int) or world_size < 1:
         raise LaunchError(f"launch: world_size must be a positive int, got {world_size!r}")
     backend = backend or os.environ.get("MINITORCH_DIST_BACKEND", "gloo")
@@ -186,6 +193,7 @@ def launch(fn, world_size: int | None = None, *, args=(), kwargs=None, backend: 
             raise LaunchError(f"launch(backend={backend!r}, device={device!r}): the simulator runs on the CPU; "
                               f"device= is for gloo, mpi and nccl")
         from .host_link import host_address, run_sim_on_host
+        fn = per_rank.appended(fn, own)      # threads of one process: each rank picks its own element
         if host_address():            # untrusted rank code: the whole sim runs in the rank host
             return run_sim_on_host(host_address(), fn, world_size, args, kwargs,
                                    {"network": network, "collectives": collectives, "trace": trace})
@@ -202,7 +210,7 @@ def launch(fn, world_size: int | None = None, *, args=(), kwargs=None, backend: 
     task = Task(uuid.uuid4().hex[:12], payload, deadline, collectives, trace, time.perf_counter(),
                 tuple(sys.path), plain=pool.plain)
     try:
-        replies = _collect(pool, task, timeout)
+        replies = _collect(pool, per_rank.tasks(task, own, world_size), timeout)
     except BaseException:          # a failure, KeyboardInterrupt, a timeout: no rank survives it
         _kill_pool()
         raise

@@ -45,6 +45,7 @@ class Task:
     t0: float
     sys_path: tuple = ()      # the caller's sys.path: functions pickled by reference import from it
     plain: bool = False       # the caller reads replies as plain data only (a rank host: host.py)
+    rank_payload: bytes | None = None   # cloudpickle of this rank's own extra args (launch's rank_args)
 
 
 def failure(rank: int, exc: BaseException, plain_only: bool = False) -> dict:
@@ -75,6 +76,8 @@ def run_task(task: Task, backend, store, world_rank: int, world_size: int, track
             sys.path.insert(0, entry)
     try:
         fn, args, kwargs = cloudpickle.loads(task.payload)
+        if task.rank_payload is not None:
+            args = tuple(args) + tuple(cloudpickle.loads(task.rank_payload))
         value = fn(Group(backend, ctx), *args, **kwargs)
         for sub in reversed(ctx.subgroups):     # collective: every member reaches this point
             sub.close()
