@@ -11,7 +11,8 @@ the homework notebook and their package files (the homework's `editable` files, 
 handout's zip stores them). Plain `nbgrader autograde` would run every notebook against whatever
 minitorch_dist the grading machine imports, so a correct student would be graded on the stubs;
 here each student's notebook runs with PYTHONPATH on a kit copy with that student's files laid
-over it (tools.overlay), one student at a time. nbgrader runs as `python -m nbgrader` from this
+over it (tools.overlay, with the earlier homeworks' reference code the homework runs on, homework.json
+builds_on, laid as the code grader lays it), one student at a time. nbgrader runs as `python -m nbgrader` from this
 interpreter, with its bin folder first on PATH (nbgrader calls `alembic` from there).
 
 setup writes COURSE/nbgrader_config.py (course id "minitorch_dist", the gradebook in COURSE,
@@ -40,9 +41,8 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 
-from tools.overlay import ROOT, apply, copy_kit, homework_manifest
+from tools.overlay import ROOT, homework_manifest, overlay
 
 COURSE_ID = "minitorch_dist"
 CONFIG = """c = get_config()
@@ -141,19 +141,19 @@ def students(course: str, hw: str) -> list[str]:
 
 
 def autograde(course: str, hw: str, only: list[str] | None = None, root: str = ROOT, log=print) -> dict[str, list]:
-    """Autograde each student's notebook on a kit copy holding that student's package files.
+    """Autograde each student's notebook on a kit copy holding that student's package files and the
+    reference code the homework builds on (tools.overlay.overlay with the homework, as the code grader).
     Returns {student: [kit paths laid over the stubs]} (an empty list: the student's package is the stubs)."""
     course, editable, laid = os.path.abspath(course), homework_manifest(hw, root)["editable"], {}
     for student in only or students(course, hw):
         folder = os.path.join(course, "submitted", student, hw)
         if not os.path.isdir(folder):
             raise CourseError(f"no submission of {student} for {hw}: {folder} does not exist")
-        with tempfile.TemporaryDirectory(prefix=f"nbgrader-{student}-") as kit:
-            copy_kit(kit, root)
-            ov = apply(folder, kit, editable, root)
+        with overlay(folder, hw, root=root, prefix=f"nbgrader-{student}-") as ov:
             laid[student] = ov.overlaid
             log(f"{student}: {len(ov.overlaid)} of {len(editable)} package files"
-                + (f" (missing: {', '.join(os.path.basename(m) for m in ov.missing)}: the stubs run)" if ov.missing else ""))
+                + (f" (missing: {', '.join(os.path.basename(m) for m in ov.missing)}: the stubs run)" if ov.missing else "")
+                + (f"; reference code it builds on: {', '.join(ov.provided)}" if ov.provided else ""))
             log(nbgrader(course, ["autograde", hw, "--student", student, "--force"], ov.env()).rstrip())
     return laid
 

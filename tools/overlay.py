@@ -9,7 +9,9 @@ first on PYTHONPATH; the copy is deleted afterwards (--keep keeps it).
 
 An implementation is `solutions` (every reference file), a folder, or a zip. With
 --homework, only that homework's editable files (assignments/<hw>/homework.json) are
-taken from it; a submission may hold them at their kit paths or flat by file name.
+taken from it; a submission may hold them at their kit paths or flat by file name; and the
+earlier homeworks' reference code the homework runs on (homework.json builds_on) is laid too,
+by the code the autograder lays it with (tools.stubs.lay_references).
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ class Overlay:
     missing: list[str] = field(default_factory=list)
     refused: dict[str, str] = field(default_factory=dict)    # kit path -> why it was not taken, what to do
     notes: list[str] = field(default_factory=list)           # about the submission as a whole
+    provided: list[str] = field(default_factory=list)        # earlier homeworks' reference laid (builds_on)
 
     def env(self, base: dict | None = None) -> dict:
         """Environment that imports minitorch_dist from the overlay first."""
@@ -176,13 +179,20 @@ def apply(impl: str, dest: str, editable: list[str] | None = None, root: str = R
 
 
 @contextlib.contextmanager
-def overlay(impl: str, homework: str | None = None, keep: bool = False, root: str = ROOT):
-    """Context manager: a temporary kit copy with `impl` laid over it; yields an Overlay."""
-    editable = homework_manifest(homework, root)["editable"] if homework else None
-    dest = tempfile.mkdtemp(prefix="minitorch-overlay-")
+def overlay(impl: str, homework: str | None = None, keep: bool = False, root: str = ROOT,
+            prefix: str = "minitorch-overlay-"):
+    """Context manager: a temporary kit copy with `impl` laid over it; yields an Overlay. With
+    `homework`, only its editable files are taken, and the reference code of the earlier homeworks it
+    runs on (builds_on) is laid as the grader lays it."""
+    from tools.stubs import builds_on, lay_references      # tools.stubs imports this module
+    manifest = homework_manifest(homework, root) if homework else None
+    dest = tempfile.mkdtemp(prefix=prefix)
     try:
         copy_kit(dest, root)
-        yield apply(impl, dest, editable, root)
+        ov = apply(impl, dest, manifest["editable"] if manifest else None, root)
+        if manifest:
+            ov.provided = lay_references(dest, builds_on(manifest), root)
+        yield ov
     finally:
         if not keep:
             shutil.rmtree(dest, ignore_errors=True)

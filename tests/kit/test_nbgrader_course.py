@@ -5,6 +5,10 @@ HOME and nbgrader_config.py, fetch_assignment, answer the fetched notebook, add 
 and submit; the instructor collects, autogrades each against the student's own package files,
 generates and releases feedback, which each student fetches; the grades are exported to a CSV. No PATH
 set by hand and no checksum warning.
+
+Homework 3 goes through the same course: it runs on homework 2's reference BucketedDDP (homework.json
+builds_on), which the notebook grader must lay as the code grader does; the correct student hands it in
+too and must get every notebook point (without that reference, part B on fails: 6 of 17).
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ pytestmark = [pytest.mark.notebook, pytest.mark.slow]
 HW = "hw4"
 FULL = 17.0                     # homework 4 notebook: part A 7 + part B 6 + part C 4
 NOTEBOOK = os.path.basename(nc.notebook_of(HW))
+BUILDS_ON = "hw3"               # runs on hw2's reference (homework.json builds_on); only the correct student
 MARKER = re.compile(r"^\s*### (BEGIN|END) SOLUTION\s*$")
 STUDENT_CONFIG = """c = get_config()
 c.CourseDirectory.course_id = {course!r}
@@ -49,13 +54,12 @@ class Student:
         env["HOME"] = self.home
         return nc.nbgrader(self.home, list(args), env, timeout=300)
 
-    @property
-    def folder(self) -> str:
-        return os.path.join(self.home, HW)
+    def folder(self, hw: str = HW) -> str:
+        return os.path.join(self.home, hw)
 
-    def answer(self, answers: dict[str, str], files: dict[str, str]) -> None:
+    def answer(self, answers: dict[str, str], files: dict[str, str], hw: str = HW) -> None:
         """Write `answers` {grade id: code} into the fetched notebook's solution cells; add package files."""
-        path = os.path.join(self.folder, NOTEBOOK)
+        path = os.path.join(self.folder(hw), os.path.basename(nc.notebook_of(hw)))
         nb = nbformat.read(path, as_version=4)
         for cell in nb.cells:
             grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
@@ -63,16 +67,29 @@ class Student:
                 cell.source = answers[grade_id]
         nbformat.write(nb, path)
         for name, text in files.items():
-            with open(os.path.join(self.folder, name), "w") as f:
+            with open(os.path.join(self.folder(hw), name), "w") as f:
                 f.write(text)
 
 
-def instructor_answers() -> dict[str, str]:
+def instructor_answers(hw: str = HW) -> dict[str, str]:
     """{grade id: code} of each solution cell of the source notebook, its solution markers dropped."""
-    nb = nbformat.read(os.path.join(ROOT, nc.notebook_of(HW)), as_version=4)
+    nb = nbformat.read(os.path.join(ROOT, nc.notebook_of(hw)), as_version=4)
     return {cell.metadata.nbgrader["grade_id"]: "\n".join(line for line in cell.source.splitlines()
                                                            if not MARKER.match(line))
             for cell in nb.cells if cell.metadata.get("nbgrader", {}).get("solution")}
+
+
+def notebook_points(hw: str) -> float:
+    """The points of every graded cell of the homework's source notebook."""
+    nb = nbformat.read(os.path.join(ROOT, nc.notebook_of(hw)), as_version=4)
+    return float(sum(cell.metadata.nbgrader.get("points", 0) for cell in nb.cells
+                     if cell.metadata.get("nbgrader", {}).get("grade")))
+
+
+def reference_files(hw: str) -> dict[str, str]:
+    """{file name: text} of the homework's editable files as solutions/ holds them (flat, as handed in)."""
+    return {os.path.basename(rel): open(os.path.join(ROOT, "solutions", rel)).read()
+            for rel in homework_manifest(hw)["editable"]}
 
 
 @pytest.fixture(scope="module")
@@ -80,10 +97,9 @@ def round_trip(tmp_path_factory):
     base = str(tmp_path_factory.mktemp("nbgrader"))
     course, exchange = os.path.join(base, "course"), os.path.join(base, "exchange")
     env_path = os.environ.get("PATH", "")
-    nc.setup(course, [HW], exchange=exchange)                        # generate_assignment, release_assignment
+    nc.setup(course, [HW, BUILDS_ON], exchange=exchange)             # generate_assignment, release_assignment
     assert os.environ.get("PATH", "") == env_path                  # nothing set by hand, nothing left set
-    editable = homework_manifest(HW)["editable"]
-    reference = {os.path.basename(rel): open(os.path.join(ROOT, "solutions", rel)).read() for rel in editable}
+    reference = reference_files(HW)
     answers = instructor_answers()
     work = {"correct": (answers, reference),
             "partial": (answers, {name: text for name, text in reference.items() if name in ("comm.py", "linear.py")}),
@@ -94,15 +110,20 @@ def round_trip(tmp_path_factory):
         exchanged.append(student.nbgrader("fetch_assignment", HW))
         student.answer(cells, files)
         exchanged.append(student.nbgrader("submit", HW))
+    exchanged.append(students["correct"].nbgrader("fetch_assignment", BUILDS_ON))
+    students["correct"].answer(instructor_answers(BUILDS_ON), reference_files(BUILDS_ON), BUILDS_ON)
+    exchanged.append(students["correct"].nbgrader("submit", BUILDS_ON))
     exchanged.append(nc.collect(course, HW, check_owner=False))     # every student is this one user here
+    exchanged.append(nc.collect(course, BUILDS_ON, check_owner=False))
     laid = nc.autograde(course, HW, log=logs.append)
+    laid_builds_on = nc.autograde(course, BUILDS_ON, log=logs.append)
     logs.append(nc.nbgrader(course, ["generate_feedback", HW, "--force"]))
     exchanged.append(nc.nbgrader(course, ["release_feedback", HW]))
     for student in students.values():
         exchanged.append(student.nbgrader("fetch_feedback", HW))
     grades = nc.read_grades(nc.export(course))
     return dict(course=course, exchange=exchange, students=students, laid=laid, grades=grades,
-                logs=exchanged + logs, exchanged=exchanged, answers=answers)
+                logs=exchanged + logs, exchanged=exchanged, answers=answers, laid_builds_on=laid_builds_on)
 
 
 def test_students_fetch_the_released_notebook_without_answers(round_trip):
@@ -113,7 +134,8 @@ def test_students_fetch_the_released_notebook_without_answers(round_trip):
     assert "BEGIN SOLUTION" not in text and "BEGIN HIDDEN TESTS" not in text
     assert any(answer.strip() and answer.strip() not in text for answer in round_trip["answers"].values())
     inbound = os.listdir(os.path.join(round_trip["exchange"], nc.COURSE_ID, "inbound"))
-    assert sorted(entry.split("+")[0] for entry in inbound) == ["broken", "correct", "partial"], inbound
+    assert sorted(entry.split("+")[:2] for entry in inbound) == [["broken", HW], ["correct", BUILDS_ON],
+                                                                  ["correct", HW], ["partial", HW]], inbound
     warned = [log for log in round_trip["exchanged"] if "WARNING" in log or "ERROR" in log]
     assert warned == [], warned
     collected = os.path.join(round_trip["course"], "submitted", "partial", HW)
@@ -131,10 +153,21 @@ def test_each_student_is_graded_on_their_own_package(round_trip):
     assert any("partial: 2 of" in line and "the stubs run" in line for line in logs), logs
 
 
+def test_a_homework_that_builds_on_an_earlier_one_gets_full_notebook_points(round_trip):
+    """hw3's notebook runs on hw2's BucketedDDP: the notebook grader lays its reference, as the code grader."""
+    provided = homework_manifest(BUILDS_ON)["builds_on"]
+    assert provided, f"{BUILDS_ON} no longer builds on an earlier homework: pick one that does"
+    assert sorted(round_trip["laid_builds_on"]["correct"]) == sorted(homework_manifest(BUILDS_ON)["editable"])
+    assert any(line.startswith("correct: ") and all(rel in line for files in provided.values() for rel in files)
+               for line in round_trip["logs"]), round_trip["logs"]
+    full = notebook_points(BUILDS_ON)
+    assert full > 0 and round_trip["grades"][(BUILDS_ON, "correct")] == full, round_trip["grades"]
+
+
 def test_no_checksum_warning_and_every_student_fetches_feedback(round_trip):
     text = "\n".join(round_trip["logs"])
     assert "autograde" in text.lower() and "checksum" not in text.lower(), text[-3000:]
     for student in round_trip["students"].values():
         assert os.path.isdir(os.path.join(round_trip["course"], "feedback", student.name, HW)), student.name
-        fetched = [name for _, _, names in os.walk(os.path.join(student.folder, "feedback")) for name in names]
+        fetched = [name for _, _, names in os.walk(os.path.join(student.folder(), "feedback")) for name in names]
         assert f"{os.path.splitext(NOTEBOOK)[0]}.html" in fetched, (student.name, fetched)

@@ -145,3 +145,19 @@ def test_an_overlay_run_leaves_the_working_tree_untouched():
     assert _digest(watched) == before
     assert status() == before_status
     assert not os.path.exists(os.path.join(ROOT, "new_file.txt"))
+
+
+def test_overlay_of_a_homework_lays_the_reference_it_builds_on(tmp_path):
+    """hw3 runs on hw2's BucketedDDP: an overlay of an hw3 submission holds its reference (as the grader
+    lays it, tools.stubs.lay_references); without a homework, the stub stays."""
+    files = stubs.builds_on(homework_manifest("hw3"))
+    assert files, "hw3 no longer builds on an earlier homework: pick one that does"
+    with overlay(str(tmp_path), homework="hw3") as ov:                   # an empty submission
+        assert ov.provided == files and ov.overlaid == []
+        for rel in files:
+            with open(os.path.join(ov.root, rel)) as f:
+                assert f.read() == stubs.reference_text(_solution(rel)), rel
+    with overlay(str(tmp_path)) as ov:
+        assert ov.provided == []
+        with open(os.path.join(ov.root, files[0])) as f, open(os.path.join(ROOT, files[0])) as stub:
+            assert f.read() == stub.read()
