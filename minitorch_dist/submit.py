@@ -1,6 +1,6 @@
 """Build your submission zip for a homework, after running its public tests once more.
 
-    .venv/bin/python -m minitorch_dist.submit hw1            # writes hw1_submission.zip here
+    .venv/bin/python -m minitorch_dist.submit hw1            # writes dist/hw1_submission.zip in the kit
     .venv/bin/python -m minitorch_dist.submit hw3 --out ~/hw3.zip
     .venv/bin/python -m minitorch_dist.submit hw1 --skip-tests
 
@@ -8,7 +8,8 @@ The zip holds exactly the files you edit for that homework (assignments/<hw>/hom
 "editable"), stored flat by file name, which is what the grader reads. Before writing it, the
 public tests run (`pytest assignments/<hw>/tests`) and their summary is printed, and every task whose
 region still raises the stub's NotImplementedError is named: the zip is written either way, so you
-can hand in part of a homework, but you see what is missing first.
+can hand in part of a homework, but you see what is missing first. The zip goes to the kit's dist/
+folder (git ignores it; build products are kept out of the kit's own files).
 """
 
 from __future__ import annotations
@@ -62,7 +63,7 @@ def public_tests(root: str, folder: str) -> tuple[int, str]:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("homework", help="hw1, hw2, ...")
-    parser.add_argument("--out", help="the zip to write (default <hw>_submission.zip in the current folder)")
+    parser.add_argument("--out", help="the zip to write (default dist/<hw>_submission.zip in the kit)")
     parser.add_argument("--skip-tests", action="store_true", help="do not run the public tests first")
     args = parser.parse_args(argv)
     root = kit_root()
@@ -80,7 +81,8 @@ def main(argv=None) -> int:
     todo = unfinished(root, files)
     if todo:
         print("submit: not written yet (still the stub): " + "; ".join(todo))
-    out = os.path.abspath(args.out or f"{args.homework}_submission.zip")
+    out = os.path.abspath(args.out or os.path.join(root, "dist", f"{args.homework}_submission.zip"))
+    os.makedirs(os.path.dirname(out), exist_ok=True)
     with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as z:
         for rel in files:
             z.write(os.path.join(root, rel), os.path.basename(rel))

@@ -1,7 +1,10 @@
 """Build a homework's Gradescope autograder upload (the zip of "Configure Autograder").
 
-    python -m tools.gradescope hw1                        # writes gradescope-hw1.zip
+    python -m tools.gradescope hw1                        # writes dist/gradescope-hw1.zip (in the kit)
     python -m tools.gradescope hw3 --out /tmp/hw3.zip
+
+The upload holds hidden tests and the grader: it is written to the kit's dist/ folder, which git
+ignores and no kit copy (tools.release's student copy, a grading's copies) ever takes.
 
 Gradescope unpacks the zip into /autograder/source, runs `setup.sh` once when it builds the image
 (Ubuntu; as root), then `run_autograder` for every submission, which finds the student's files in
@@ -33,7 +36,7 @@ import tomllib
 import zipfile
 
 from tools.notebooks import notebooks, source_of
-from tools.overlay import ROOT, homework_manifest, kit_files
+from tools.overlay import DIST, ROOT, homework_manifest, kit_files
 from tools.release import find_leaks, homeworks
 from tools.stubs import SOLUTIONS, builds_on
 
@@ -91,6 +94,7 @@ def upload_files(hw: str, root: str = ROOT) -> list[str]:
 def build(hw: str, out: str, root: str = ROOT) -> dict:
     """Write the upload zip of `hw` to `out`; returns {"files": n, "provided": [paths], "bytes": size}."""
     homework_manifest(hw, root)                                   # a clear error for an unknown homework
+    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="gradescope-") as tmp:
         files = upload_files(hw, root)
         for rel in files:
@@ -119,18 +123,24 @@ def build(hw: str, out: str, root: str = ROOT) -> dict:
     return {"files": len(files) + len(provided), "provided": provided, "bytes": os.path.getsize(out)}
 
 
+def default_out(hw: str, root: str = ROOT) -> str:
+    """Where the upload of `hw` goes without --out: the kit's dist/ (ignored, never copied)."""
+    return os.path.join(root, DIST, f"gradescope-{hw}.zip")
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("homework", help="hw1, hw2, ...")
-    parser.add_argument("--out", help="the zip to write (default gradescope-<hw>.zip)")
+    parser.add_argument("--out", help="the zip to write (default dist/gradescope-<hw>.zip in the kit)")
     args = parser.parse_args(argv)
-    out = args.out or f"gradescope-{args.homework}.zip"
+    out = args.out or default_out(args.homework)
     try:
         info = build(args.homework, out)
     except (ValueError, RuntimeError) as exc:
         print(f"tools.gradescope: {exc}", file=sys.stderr)
         return 1
-    print(f"tools.gradescope: wrote {out} ({info['files']} files, {info['bytes'] / 2**20:.1f} MB); upload it "
+    shown = os.path.relpath(out) if not os.path.relpath(out).startswith("..") else os.path.abspath(out)
+    print(f"tools.gradescope: wrote {shown} ({info['files']} files, {info['bytes'] / 2**20:.1f} MB); upload it "
           "under Configure Autograder (Ubuntu base image)")
     return 0
 

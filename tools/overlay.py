@@ -12,6 +12,9 @@ An implementation is `solutions` (every reference file), a folder, or a zip. Wit
 taken from it; a submission may hold them at their kit paths or flat by file name; and the
 earlier homeworks' reference code the homework runs on (homework.json builds_on) is laid too,
 by the code the autograder lays it with (tools.stubs.lay_references).
+
+Build products never reach a copy: the top-level dist/ and build/ folders (where
+tools.gradescope and minitorch_dist.submit write) and archives anywhere (build_product).
 """
 
 from __future__ import annotations
@@ -30,6 +33,10 @@ from dataclasses import dataclass, field
 from tools.intake import SKIP_DIRS, Entry, Intake, Limits, OverCap, Refused, human
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DIST = "dist"               # build products (Gradescope uploads, submission zips): ignored, never copied
+BUILD_DIRS = (DIST, "build")
+ARCHIVES = (".zip", ".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tbz2", ".tar.xz", ".txz", ".gz", ".bz2", ".xz",
+            ".7z", ".rar", ".whl", ".egg")
 
 
 @dataclass
@@ -61,19 +68,26 @@ def homework_manifest(homework: str, root: str = ROOT) -> dict:
         return json.load(f)
 
 
+def build_product(rel: str) -> bool:
+    """True for a kit path under a top-level build folder (dist/, build/) or an archive anywhere."""
+    parts = rel.replace(os.sep, "/").split("/")
+    return (len(parts) > 1 and parts[0] in BUILD_DIRS) or parts[-1].lower().endswith(ARCHIVES)
+
+
 def kit_files(root: str = ROOT) -> list[str]:
-    """The kit's files relative to `root`: git's tracked and unignored files, else a walk."""
+    """The kit's files relative to `root`: git's tracked and unignored files, else a walk; never
+    solutions/ or a build product (build_product)."""
     try:
         out = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"],
                              cwd=root, capture_output=True, check=True).stdout.decode()
         files = [f for f in out.split("\0") if f and os.path.isfile(os.path.join(root, f))]
-        return sorted(f for f in files if not f.startswith("solutions/"))
+        files = [f for f in files if not f.startswith("solutions/")]
     except (OSError, subprocess.CalledProcessError):
-        found = []
+        files = []
         for folder, dirs, names in os.walk(root):
             dirs[:] = [d for d in dirs if d not in SKIP_DIRS and not (folder == root and d == "solutions")]
-            found += [os.path.relpath(os.path.join(folder, n), root) for n in names if not n.endswith(".pyc")]
-        return sorted(found)
+            files += [os.path.relpath(os.path.join(folder, n), root) for n in names if not n.endswith(".pyc")]
+    return sorted(f for f in files if not build_product(f))
 
 
 def copy_kit(dest: str, root: str = ROOT) -> None:

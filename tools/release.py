@@ -24,7 +24,10 @@ A homework that runs on an earlier one's code (homework.json builds_on: hw3 on h
 BucketedDDP) gets that reference code with --reference <earlier hw>, an instructor's choice once
 the earlier homework is due; without it the stubs stay and the release warns. Finally the copy is
 scanned for solution markers and solution lines; any hit fails the release and nothing is
-written. A provided reference file may hold its homework's solution lines and no other's.
+written. A provided reference file may hold its homework's solution lines and no other's. No archive
+ships either: build products (Gradescope uploads, submission zips) live in the ignored dist/ and are
+never copied (tools.overlay.build_product); an archive found in the copy all the same (any name; found
+by its bytes too) fails the release, with what its members would leak (tools.archives).
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ import subprocess
 import sys
 import tempfile
 
+from tools.archives import is_archive, members
 from tools.notebooks import source_of
 from tools.overlay import ROOT, copy_kit, homework_manifest, overlay
 from tools.stubs import BEGIN, END, SOLUTIONS, drifted, lay_provided, solution_files
@@ -152,8 +156,12 @@ def _execute_lectures(lectures: list[str], dest: str, root: str, timeout: float,
 def readable_text(path: str) -> str:
     """A file's text as a reader sees it: a notebook's JSON strings decoded (quotes unescaped)."""
     with open(path, errors="replace") as f:
-        text = f.read()
-    if not path.endswith(".ipynb"):
+        return readable(f.read(), path)
+
+
+def readable(text: str, name: str) -> str:
+    """`text`, the content of the file `name`, as a reader sees it (readable_text)."""
+    if not name.endswith(".ipynb"):
         return text
 
     def strings(node) -> str:
@@ -194,17 +202,32 @@ def leaks_in_text(text: str, root: str = ROOT, index: tuple | None = None) -> li
     return [f"marker {m!r}" for m in MARKERS if m in text] + [f"solution text {t!r}" for t in sorted(found)]
 
 
+ARCHIVE_FOUND = ("an archive, and no archive may ship (build products belong in the ignored dist/, which "
+                 "is never copied): delete it from the kit, or move it to dist/")
+
+
 def find_leaks(folder: str, root: str = ROOT, provided: dict[str, str] | None = None) -> list[str]:
-    """'path: what' for every solution marker or solution text (leaks_in_text) under `folder`.
+    """'path: what' for every solution marker or solution text (leaks_in_text) under `folder`, and
+    for every archive (tools.archives.is_archive, hidden files included): the archive itself, then
+    'path!member: what' for what its members hold.
 
     `provided`: {kit path: homework} of the reference code shipped for a later homework (builds_on,
     --reference): such a file may hold that (due) homework's solutions and no other's; every other
     file is scanned for every solution, those included.
     """
     leaks, index, provided = [], leak_index(root), provided or {}
-    for path in sorted(glob.glob(os.path.join(folder, "**", "*"), recursive=True)):
-        if path.endswith(SCANNED) and os.path.isfile(path):
-            rel = os.path.relpath(path, folder)
+    paths = sorted(os.path.join(top, name) for top, _, names in os.walk(folder) for name in names)
+    for path in paths:
+        rel = os.path.relpath(path, folder)
+        if not os.path.isfile(path) or os.path.islink(path):
+            continue
+        if is_archive(path):
+            leaks.append(f"{rel}: {ARCHIVE_FOUND}")
+            for name, data in members(path):
+                if name.endswith(SCANNED):
+                    text = readable(data.decode(errors="replace"), name)
+                    leaks += [f"{rel}!{name}: {what}" for what in leaks_in_text(text, root, index)]
+        elif path.endswith(SCANNED):
             own = leak_index(root, leave_out=provided[rel]) if rel in provided else index
             leaks += [f"{rel}: {what}" for what in leaks_in_text(readable_text(path), root, own)]
     return leaks
@@ -260,9 +283,9 @@ def release(outdir: str, selected: list[str] | None = None, execute_lectures: bo
             log(f"tools.release: executing {len(lectures)} lecture notebook(s) under the solutions overlay")
             _execute_lectures(lectures, build, root, lecture_timeout, executed or {})
         report["lectures"] = lectures
-        leaks = find_leaks(build, root, provided)          # 5. nothing secret
+        leaks = find_leaks(build, root, provided)          # 5. nothing secret, no archive
         if leaks:
-            raise ReleaseError("the release would leak solutions:\n  " + "\n  ".join(leaks[:20]))
+            raise ReleaseError("the release would leak solutions or ship an archive:\n  " + "\n  ".join(leaks[:20]))
         if os.path.exists(outdir):
             os.rmdir(outdir)
         os.rename(build, outdir)

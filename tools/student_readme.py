@@ -40,7 +40,7 @@ When you are done (or done with part of it), build the zip to hand in; it runs t
 first and names the tasks still left as the stub:
 
 ```bash
-.venv/bin/python -m minitorch_dist.submit {hw}
+.venv/bin/python -m minitorch_dist.submit {hw}            # writes dist/{hw}_submission.zip
 ```
 """
 

@@ -18,7 +18,7 @@ import zipfile
 import pytest
 
 from tools import gradescope
-from tools.overlay import ROOT, homework_manifest
+from tools.overlay import ROOT, copy_kit, homework_manifest
 
 
 @pytest.fixture(scope="module")
@@ -78,3 +78,30 @@ def test_setup_and_run_autograder_in_gradescopes_layout(hw3_zip, tmp_path):
     assert run.returncode == 0 and graded, run.stdout[-3000:] + run.stderr[-3000:]
     assert results["score"] == sum(t["max_score"] for t in graded), [t["output"] for t in graded]
     assert all("3.3" in t["name"] for t in graded), [t["name"] for t in graded]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_a_release_after_building_the_upload_ships_no_archive(tmp_path):
+    """The documented order, in a git checkout of the kit: build the upload (its default path is the kit's
+    ignored dist/), leave the zip where the old default put it and an archive in a homework folder too,
+    then release: the student copy holds no archive and no dist/."""
+    from tools.archives import is_archive
+    from tools.release import release
+    from tools.stubs import SOLUTIONS
+    kit = tmp_path / "kit"
+    copy_kit(str(kit))
+    os.unlink(kit / ".venv")
+    shutil.copytree(os.path.join(ROOT, SOLUTIONS), kit / SOLUTIONS)
+    subprocess.run(["git", "init", "-q"], cwd=kit, check=True)
+    out = gradescope.default_out("hw3", str(kit))
+    assert out == str(kit / "dist" / "gradescope-hw3.zip")
+    gradescope.build("hw3", out, str(kit))
+    shutil.copy(out, kit / "gradescope-hw3.zip")                       # where the upload used to go
+    shutil.copy(out, kit / "assignments" / "hw3" / "old-upload.tar.gz")
+    student = tmp_path / "student"
+    release(str(student), ["hw3"], execute_lectures=False, root=str(kit), log=lambda *a: None)
+    shipped = [os.path.join(d, n) for d, _, names in os.walk(student) for n in names]
+    assert len(shipped) > 50 and os.path.exists(student / "minitorch_dist" / "compression" / "powersgd.py")
+    assert [p for p in shipped if is_archive(p)] == []
+    assert not os.path.exists(student / "dist")

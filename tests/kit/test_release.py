@@ -7,9 +7,12 @@ checks below are written independently of tools.release's own scan, so a bug the
 from __future__ import annotations
 
 import functools
+import io
 import json
 import os
 import re
+import tarfile
+import zipfile
 
 import pytest
 
@@ -193,6 +196,34 @@ def test_leak_scan_catches_planted_lines(tmp_path):
     assert solution_hits(shipped_texts(str(tmp_path))["leak.ipynb"])    # this module's own scan sees it too
     (tmp_path / "alone.py").write_text(f"def g():\n    {run[0]}\n")    # one short line alone is not a leak
     assert not any(leak.startswith("alone.py:") for leak in rel.find_leaks(str(tmp_path))) or len(run[0]) >= 60
+
+
+def test_leak_scan_looks_inside_archives_and_refuses_any(tmp_path):
+    """A secret inside a zip or a tar placed in the copy is named with its member; an archive that holds
+    nothing secret, or goes by another name (found by its bytes), or is hidden, is refused all the same."""
+    run = next(run for run in region_runs() if len(run) >= 2)
+    secret = f"def f():\n    {run[0]}\n    {run[1]}\n"
+    with zipfile.ZipFile(tmp_path / "gradescope-hw3.zip", "w") as z:
+        z.writestr("solutions/minitorch_dist/x.py", secret)
+        z.writestr("README.md", "nothing here\n")
+    with tarfile.open(tmp_path / "bundle.tar.gz", "w:gz") as t:
+        data = b"### BEGIN HIDDEN TESTS\n"
+        info = tarfile.TarInfo("autograder/hidden.py")
+        info.size = len(data)
+        t.addfile(info, io.BytesIO(data))
+    with zipfile.ZipFile(tmp_path / "notes.bin", "w") as z:
+        z.writestr("notes.txt", "nothing secret\n")
+    (tmp_path / "sub").mkdir()
+    with zipfile.ZipFile(tmp_path / "sub" / ".old.zip", "w") as z:
+        z.writestr("a.txt", "nothing secret\n")
+    (tmp_path / "plain.py").write_text("x = 1\n")
+    leaks = rel.find_leaks(str(tmp_path))
+    inside = "gradescope-hw3.zip!solutions/minitorch_dist/x.py: solution text"
+    assert any(leak.startswith(inside) for leak in leaks), leaks
+    assert any(leak.startswith("bundle.tar.gz!autograder/hidden.py: marker") for leak in leaks), leaks
+    archives = sorted(leak.split(":")[0] for leak in leaks if leak.endswith(rel.ARCHIVE_FOUND))
+    assert archives == sorted(["bundle.tar.gz", "gradescope-hw3.zip", "notes.bin", os.path.join("sub", ".old.zip")])
+    assert not any(leak.startswith(("plain.py", "gradescope-hw3.zip!README.md")) for leak in leaks), leaks
 
 
 def test_release_refuses_drifted_stubs_and_a_full_outdir(tmp_path):

@@ -147,6 +147,32 @@ def test_an_overlay_run_leaves_the_working_tree_untouched():
     assert not os.path.exists(os.path.join(ROOT, "new_file.txt"))
 
 
+@pytest.mark.parametrize("git", [True, False], ids=["git", "walk"])
+def test_build_products_never_reach_a_kit_copy(tmp_path, git):
+    """dist/, build/ and archives anywhere (a Gradescope upload, a submission zip) are in no copy of the
+    kit, whether the kit is a git checkout (the kit's .gitignore) or a plain folder (a walk)."""
+    root = tmp_path / "kit"
+    kept = {"pkg/m.py": "x = 1\n", "assignments/hw1/README.md": "# hw1\n"}
+    products = ["dist/gradescope-hw3.zip", "dist/hw3_submission.zip", "gradescope-hw3.zip", "hw1_submission.zip",
+                "build/lib/pkg/m.py", "assignments/hw1/notes.tar.gz", "pkg/data.tgz", "upload.TAR"]
+    for rel in [*kept, *products]:
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(kept.get(rel, "PK\x03\x04 not really a zip"))
+    shutil.copy(os.path.join(ROOT, ".gitignore"), root / ".gitignore")
+    if git:
+        subprocess.run(["git", "init", "-q"], cwd=root, check=True)
+        ignored = subprocess.run(["git", "check-ignore", "dist/gradescope-hw3.zip", "gradescope-hw3.zip"],
+                                 cwd=root, capture_output=True, text=True)
+        assert ignored.stdout.split() == ["dist/gradescope-hw3.zip", "gradescope-hw3.zip"], ignored
+    want = sorted([".gitignore", *kept])
+    assert ov_mod.kit_files(str(root)) == want
+    ov_mod.copy_kit(str(tmp_path / "copy"), str(root))
+    copied = sorted(os.path.relpath(os.path.join(d, n), tmp_path / "copy")
+                    for d, _, names in os.walk(tmp_path / "copy") for n in names)
+    assert copied == want
+    assert all(ov_mod.build_product(rel) for rel in products) and not any(ov_mod.build_product(r) for r in want)
+
+
 def test_overlay_of_a_homework_lays_the_reference_it_builds_on(tmp_path):
     """hw3 runs on hw2's BucketedDDP: an overlay of an hw3 submission holds its reference (as the grader
     lays it, tools.stubs.lay_references); without a homework, the stub stays."""

@@ -46,3 +46,11 @@ def test_submit_on_the_stubs_names_every_unfinished_task(stubs, tmp_path):
         assert f"HW1 task {task} (" in text, (task, text)
     code, text = run_in(stubs, sys.executable, "-m", "minitorch_dist.submit", "hw9", "--skip-tests")
     assert code != 0 and "no homework 'hw9'" in text and "hw1" in text, text
+
+
+def test_submit_writes_its_zip_to_the_kits_dist_folder(stubs):
+    """Without --out the zip is a build product: in the kit's dist/ (ignored, never copied), not its root."""
+    code, text = run_in(stubs, sys.executable, "-m", "minitorch_dist.submit", "hw2", "--skip-tests")
+    assert code == 0, text
+    assert zipfile.is_zipfile(os.path.join(stubs.root, "dist", "hw2_submission.zip")), text
+    assert not os.path.exists(os.path.join(stubs.root, "hw2_submission.zip"))
