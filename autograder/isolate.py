@@ -120,19 +120,24 @@ def sweep(token: str, wait: float = 2.0) -> list[int]:
     return [p.pid for p in found]
 
 
-def wait_limited(pid: int, limit: float, poll: float = 0.02) -> tuple[str, int | None, float]:
+def wait_limited(pid: int, limit: float, poll: float = 0.02, usage: dict | None = None) -> tuple[str, int | None, float]:
     """Wait for child `pid` at most `limit` s: ("exited", returncode, wall) or ("timeout", None, wall).
 
     On timeout the child's whole tree is killed and the child reaped. The returncode is
-    negative for a signal, as in subprocess.
+    negative for a signal, as in subprocess. `usage`, if given, gets "maxrss_kib": the child's
+    peak resident memory as the kernel counted it.
     """
     start = time.monotonic()
     while True:
-        done, status = os.waitpid(pid, os.WNOHANG)
+        done, status, rusage = os.wait4(pid, os.WNOHANG)
         if done == pid:
+            if usage is not None:
+                usage["maxrss_kib"] = rusage.ru_maxrss
             return "exited", os.waitstatus_to_exitcode(status), time.monotonic() - start
         if time.monotonic() - start > limit:
             kill_tree(pid)
-            os.waitpid(pid, 0)
+            rusage = os.wait4(pid, 0)[2]
+            if usage is not None:
+                usage["maxrss_kib"] = rusage.ru_maxrss
             return "timeout", None, time.monotonic() - start
         time.sleep(poll)

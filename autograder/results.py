@@ -30,6 +30,7 @@ class GradedTest:
     outcomes: dict[str, dict] = field(default_factory=dict)    # node id -> {"outcome", "message", ...}
     notes: list[str] = field(default_factory=list)             # timeouts, crashes, replaced files
     wall: float = 0.0
+    memory_mib: float = 0.0          # the test process's peak memory above the zygote's (kernel's count)
     needs_gpu: bool = False            # marked gpu
     not_run: str = ""                  # why it was not run (a gpu test on a cpu grading): 0 of 0 points
 

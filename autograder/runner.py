@@ -30,8 +30,8 @@ REPLY_GRACE = 30.0           # beyond a job's limit, how long the zygote may tak
 class SubprocessRunner:
     """Each job is `python -m pytest ARGS` in a new session (pays the torch import every time)."""
 
-    def __init__(self, root: str, env: dict):
-        self.root, self.env = root, env
+    def __init__(self, root: str, env: dict, share=None):
+        self.root, self.env, self.share = root, env, share
         isolate.become_subreaper()
 
     network = "unavailable: --no-zygote (the test process and its ranks would be in different namespaces)"
@@ -41,14 +41,21 @@ class SubprocessRunner:
         host = None
         if box is not None:
             spec = json.dumps({**rank_host.box_spec(box), "scratch": scratch})
-            host = subprocess.Popen([sys.executable, "-m", "autograder.rank_host", spec], cwd=self.root,
-                                    env=self.env, stdin=subprocess.DEVNULL, start_new_session=True)
+            out = rank_host.open_output(scratch)
+            try:
+                host = subprocess.Popen([sys.executable, "-m", "autograder.rank_host", spec], cwd=self.root,
+                                        env=self.env, stdin=subprocess.DEVNULL, stdout=out, stderr=out,
+                                        start_new_session=True)
+            finally:
+                os.close(out)
             rank_host.wait_for_socket(scratch, host.pid, limit=120.0)
             env = {**env, **rank_host.host_env(scratch)}
         with open(output, "wb") as out:
             proc = subprocess.Popen([sys.executable, "-m", "pytest", *args], cwd=self.root,
                                     env={**self.env, **env}, stdin=subprocess.DEVNULL, stdout=out,
                                     stderr=subprocess.STDOUT, start_new_session=True)
+        if self.share is not None:
+            self.share.join_grading(proc.pid)
         status, code, wall = isolate.wait_limited(proc.pid, limit)
         proc.returncode = code if code is not None else -9
         leftover = max(0, box.kill_all() - 1) if box is not None else 0
@@ -66,8 +73,8 @@ class SubprocessRunner:
 class ZygoteRunner:
     """Jobs are forked from one warm helper process (autograder.zygote) running in the kit copy."""
 
-    def __init__(self, root: str, env: dict):
-        self.root, self.env = root, env
+    def __init__(self, root: str, env: dict, share=None):
+        self.root, self.env, self.share = root, env, share
         self.network = "unavailable"
         self.proc: subprocess.Popen | None = None
         self._log = tempfile.TemporaryFile()
@@ -79,6 +86,8 @@ class ZygoteRunner:
         self.proc = subprocess.Popen([sys.executable, "-m", "autograder.zygote"], cwd=self.root, env=self.env,
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log,
                                      start_new_session=True)
+        if self.share is not None:       # before it forks anything: it forks only for jobs, sent later
+            self.share.join_grading(self.proc.pid)
         hello = self._readline(ZYGOTE_START_LIMIT)
         if hello is None or "ready" not in hello:
             self._kill()
@@ -138,6 +147,7 @@ class ZygoteRunner:
         self._log.close()
 
 
-def make_runner(root: str, env: dict, zygote: bool = True):
-    """A ZygoteRunner (default) or a SubprocessRunner for jobs in the kit copy at `root`."""
-    return ZygoteRunner(root, env) if zygote else SubprocessRunner(root, env)
+def make_runner(root: str, env: dict, zygote: bool = True, share=None):
+    """A ZygoteRunner (default) or a SubprocessRunner for jobs in the kit copy at `root`; `share`
+    (autograder.cgroups.FairShare) takes its processes in."""
+    return ZygoteRunner(root, env, share) if zygote else SubprocessRunner(root, env, share)

@@ -18,7 +18,13 @@ Layers, each "active: ..." or "unavailable: why" in `extra_data.sandbox`:
   processes   at the end of every test, everything running as the uid is killed (kill(-1) from a
               child that became the uid: nothing it started escapes, whatever its environment or
               session), and the zygote is a child subreaper; then what the uid left in the folders
-              anyone may write (/tmp, /dev/shm, ...) is deleted
+              anyone may write (/tmp, /dev/shm, ...) and its SysV IPC objects are deleted; the rank
+              host dies with the zygote (parent-death signal, set after the uid change, which clears it)
+  ipc         each test's rank host gets an IPC namespace and a mount namespace with a private
+              /dev/shm (a small tmpfs): shared memory, message queues and semaphores die with the
+              test's processes (without namespaces: removed by uid after each test)
+  fair share  each grading's processes in cgroups of their own (autograder/cgroups.py): an equal CPU
+              share beside other gradings, and a memory limit for the sandboxed processes
 
 Without root (a student's laptop) the user, files and processes layers are unavailable: the
 grade is still taken in processes that never run student code (see autograder/README.md).
@@ -35,7 +41,7 @@ import struct
 import sys
 from dataclasses import dataclass, field
 
-from autograder.uids import free_uid, kill_uid, release_uid, remove_files_of
+from autograder.uids import free_uid, kill_uid, release_uid, remove_files_of, remove_ipc_of
 
 LIMITS = {                  # rlimit name -> soft = hard limit for every student process
     "RLIMIT_DATA": 6 << 30,          # bytes of heap and anonymous memory, per process
@@ -45,11 +51,16 @@ LIMITS = {                  # rlimit name -> soft = hard limit for every student
     "RLIMIT_NOFILE": 4096,           # open files per process
 }
 PRIVATE_ENV = ("AUTOGRADER_RESULTS", "AUTOGRADER_NONCE", "AUTOGRADER_COLLECT", "AUTOGRADER_PRELOAD",
-               "AUTOGRADER_NETNS", "PYTHONPATH")       # the grader's, not the sandbox's
+               "AUTOGRADER_NETNS", "AUTOGRADER_INPUT_SECRET", "PYTHONPATH")       # the grader's, not the sandbox's
 _libc = ctypes.CDLL(None, use_errno=True)
 CLONE_NEWNET = 0x40000000
+CLONE_NEWNS = 0x00020000
+CLONE_NEWIPC = 0x08000000
+MS_REC, MS_PRIVATE, MS_NOSUID, MS_NODEV = 0x4000, 0x40000, 0x2, 0x4
+PRIVATE_SHM = "size=256m,mode=1777"      # the tmpfs a test's processes see as /dev/shm
 PR_SET_NO_NEW_PRIVS = 38
 PR_SET_PDEATHSIG = 1
+PR_GET_PDEATHSIG = 2
 
 
 def is_root() -> bool:
@@ -70,16 +81,20 @@ class Sandbox:
     uid: int | None = None
     gid: int | None = None
     limits: dict[str, int] = field(default_factory=lambda: dict(LIMITS))
+    private_ipc: bool = False                # enter() unshares IPC and mounts (a private /dev/shm)
+    cgroups: list[str] = field(default_factory=list)    # cgroup.procs files enter() joins (fair share)
     layers: dict[str, str] = field(default_factory=dict)
 
     # -- set up, in the grading process --------------------------------------------------------
     @classmethod
     def create(cls, trusted_kit: str, student_kit: str, scratch_root: str, gid: int | None,
-               taken: set[int], own_user: bool = True, limits: dict | None = None) -> "Sandbox":
+               taken: set[int], own_user: bool = True, limits: dict | None = None, private_ipc: bool = False,
+               cgroups: list[str] | None = None) -> "Sandbox":
         """A sandbox with a fresh uid (not in `taken`, running no process) when root and `own_user`;
         its gid is `gid`, or the uid itself for the grading's first sandbox. Without a uid the rank
         host still runs apart from the grader, as the grader's user."""
-        box = cls(student_kit, scratch_root, trusted_kit, limits={**LIMITS, **(limits or {})})
+        box = cls(student_kit, scratch_root, trusted_kit, limits={**LIMITS, **(limits or {})},
+                  private_ipc=private_ipc and is_root(), cgroups=list(cgroups or []) if is_root() else [])
         if is_root() and own_user:
             box.uid = free_uid(taken)
             box.gid = box.uid if gid is None else gid
@@ -106,7 +121,12 @@ class Sandbox:
     def enter(self, scratch: str) -> None:
         """Become the sandboxed user in this (forked, single-threaded) process. Never returns on failure:
         raises, and the caller must exit without running anything."""
-        _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        parent = os.getppid()
+        for procs in self.cgroups:               # as root: the sandbox cannot leave them afterwards
+            with open(procs, "w") as f:
+                f.write(str(os.getpid()))
+        if self.private_ipc:
+            enter_private_ipc()
         for name, value in self.limits.items():
             if name == "RLIMIT_NPROC" and self.uid is None:
                 continue                     # counts the grader's own processes when it is the same user
@@ -118,6 +138,11 @@ class Sandbox:
             os.setresuid(self.uid, self.uid, self.uid)
             if _libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
                 raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS) failed")
+        # after the uid change, which clears it: the host dies with its parent (the zygote)
+        if _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL) != 0:
+            raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) failed")
+        if os.getppid() != parent:
+            raise RuntimeError("the parent died while the sandbox was entered")
         os.umask(0o077)
         os.chdir(self.student_kit)
         keep = {k: v for k, v in os.environ.items() if k not in PRIVATE_ENV}
@@ -141,6 +166,7 @@ class Sandbox:
             return 0
         found = kill_uid(self.uid, wait)
         remove_files_of(self.uid)
+        remove_ipc_of(self.uid)
         return found
 
     def release(self) -> None:
@@ -169,3 +195,42 @@ def isolate_network() -> str:
     return "active: a network namespace of its own with only loopback (no other host or grading reachable)"
 
 
+
+
+# -- the IPC and mount namespaces (in a rank host, as root, before it becomes the uid) -------------
+def enter_private_ipc() -> None:
+    """Give this process an IPC namespace and a private /dev/shm (tmpfs): SysV objects, POSIX
+    queues and shared-memory files of the test die with its processes. Raises OSError."""
+    if _libc.unshare(CLONE_NEWIPC | CLONE_NEWNS) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"unshare(CLONE_NEWIPC | CLONE_NEWNS) failed: {os.strerror(err)}")
+    if _libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None) != 0:      # no mount leaks out
+        err = ctypes.get_errno()
+        raise OSError(err, f"making / private failed: {os.strerror(err)}")
+    if os.path.isdir("/dev/shm") and _libc.mount(b"tmpfs", b"/dev/shm", b"tmpfs", MS_NOSUID | MS_NODEV,
+                                                 PRIVATE_SHM.encode()) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"mounting a private /dev/shm failed: {os.strerror(err)}")
+
+
+def probe_private_ipc() -> str:
+    """Whether enter_private_ipc works here (tried in a forked child): the ipc layer's text."""
+    if not is_root():
+        return "unavailable: needs root"
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            enter_private_ipc()
+            code = 0
+        except OSError as exc:
+            code = 10 + (exc.errno or 0) % 200
+        finally:
+            os._exit(code)
+    code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+    if code == 0:
+        return (f"active: an IPC namespace and a private /dev/shm (tmpfs, {PRIVATE_SHM.split(',')[0][5:]}) per "
+                f"test; SysV IPC objects of the uid are also removed after each test")
+    err = code - 10
+    return (f"unavailable: unshare(CLONE_NEWIPC | CLONE_NEWNS) refused ({errno.errorcode.get(err, err)}); "
+            f"the uid's SysV IPC objects and /dev/shm files are removed after each test instead")

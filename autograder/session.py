@@ -22,6 +22,7 @@ import tempfile
 import time
 
 from autograder import isolate
+from autograder.cgroups import FairShare
 from autograder.collect import DEFAULT_LIMIT, JOB_ENV, collect, test_files
 from autograder.devices import describe_device, resolve_device, scale_limits, set_aside_gpu_tests
 from autograder.jobs import run_all, task_order
@@ -29,7 +30,7 @@ from autograder.kit_copies import make_student_kit, open_interpreter, protect_se
 from autograder.results import GradedTest, results_json, summary_table, write_results
 from autograder.rubric import is_bonus, rubric_tests, task_totals
 from autograder.runner import make_runner
-from autograder.sandbox import Sandbox, is_root
+from autograder.sandbox import Sandbox, is_root, probe_private_ipc
 from autograder.scan import format_findings, scan_submission
 from autograder.submission import lay_submission
 from tools.overlay import ROOT, copy_kit, homework_manifest
@@ -37,6 +38,9 @@ from tools.stubs import builds_on, lay_references
 
 DEFAULT_DEADLINE = 10.0
 MAX_RANK_OUTPUT = 8 << 20       # bytes of rank output a test process prints (the rest is cut, and said)
+MAX_REPLY = 64 << 20            # bytes of one message from the sandbox (a rank's reply, a sim run's result)
+MAX_REPLIES = 192 << 20         # bytes of all ranks' replies to one run: with MAX_REPLY in flight and its
+MEMORY_BUDGET_MIB = 512         # decoded copy, a test process stays within this much above the zygote
 
 
 class GradingSession:
@@ -73,6 +77,7 @@ class GradingSession:
         os.makedirs(scratch_root, mode=0o711)
         os.chmod(scratch_root, 0o711)
         self.runners, self.boxes, self.layers = [], [], {}
+        self.share = None
         self.tests: list[GradedTest] = []
         self.escaped = 0
         try:
@@ -88,19 +93,27 @@ class GradingSession:
                        **JOB_ENV)
             env.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")     # c10d's hostname warnings in a network namespace
             env["MINITORCH_DIST_MAX_OUTPUT"] = str(MAX_RANK_OUTPUT)
+            env["MINITORCH_DIST_MAX_REPLY"], env["MINITORCH_DIST_MAX_REPLIES"] = str(MAX_REPLY), str(MAX_REPLIES)
             env["AUTOGRADER_NETNS"] = "1" if sandbox and namespaces and is_root() else "0"
-            self.runners.append(make_runner(self.kit, env, zygote=zygote))
+            self.share = FairShare.create() if sandbox else None
+            self.runners.append(make_runner(self.kit, env, zygote=zygote, share=self.share))
             self.tests, self.problems = collect(self.runners[0], self.kit, manifest, suites, self.records, limit)
             scale_limits(self.tests, self.device)
             self.tests.sort(key=task_order)
             self.hidden = [f for target, vis in suites if vis != "visible" for f in test_files(self.kit, target)]
-            self.runners += [make_runner(self.kit, env, zygote=True) for _ in range(max(1, jobs) - 1 if zygote else 0)]
+            self.runners += [make_runner(self.kit, env, zygote=True, share=self.share)
+                             for _ in range(max(1, jobs) - 1 if zygote else 0)]
+            ipc = (probe_private_ipc() if sandbox and namespaces else
+                   f"unavailable: switched off (--no-{'namespaces' if sandbox else 'sandbox'})")
             taken: set[int] = set()
             for _ in self.runners:               # a uid per runner; the first one's gid reads the student kit
                 self.boxes.append(Sandbox.create(self.kit, self.student_kit, scratch_root,
                                                  self.boxes[0].gid if self.boxes else None, taken,
-                                                 own_user=sandbox, limits=limits))
+                                                 own_user=sandbox, limits=limits, private_ipc=ipc.startswith("active"),
+                                                 cgroups=self.share.sandbox_procs if self.share else None))
             self.layers.update(self.boxes[0].layers)
+            self.layers["ipc"] = ipc
+            self.layers["fair share"] = self.share.layer if self.share else "unavailable: switched off (--no-sandbox)"
             if self.boxes[0].uid is not None:
                 self.layers["files"] = self.layers.get("files", "") + (
                     "; the student kit copy is root-owned and group-readable, the grader's copy, records and "
@@ -163,6 +176,8 @@ class GradingSession:
                                  "runner": "zygote" if self.zygote else "subprocess", "sandbox": dict(self.layers),
                                  "collection_problems": self.problems, "static_scan": findings,
                                  "sandbox_uids": [box.uid for box in self.boxes if box.uid is not None],
+                                 "test_process_memory_mib": {"peak": max((t.memory_mib for t in tests), default=0.0),
+                                                             "budget": MEMORY_BUDGET_MIB},
                                  "tasks": _label_bonus(task_totals(graded), self.manifest)}
         tasks = results["extra_data"]["tasks"]                  # a bonus task's points come on top of the base total
         results["extra_data"]["bonus"] = {"tasks": [k for k, row in tasks.items() if row.get("bonus")],
@@ -194,6 +209,8 @@ class GradingSession:
         for box in self.boxes:
             box.release()
         left = isolate.sweep(self.token)
+        if self.share is not None:
+            self.share.remove()
         for path in (self.kit, self.records, self.outside):
             shutil.rmtree(path, ignore_errors=True)
         self.runners, self.boxes = [], []

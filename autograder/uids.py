@@ -3,6 +3,7 @@
     uid = free_uid(taken)           # a uid no process uses and no other grading holds (flock)
     kill_uid(uid)                   # every process of the uid, at once (kill(-1) as the uid)
     remove_files_of(uid)            # what it left in /tmp, /dev/shm, ...
+    remove_ipc_of(uid)              # its SysV shared memory, message queues and semaphores
     release_uid(uid)
 
 Used by autograder.sandbox after each test and at the end of a grading.
@@ -10,6 +11,7 @@ Used by autograder.sandbox after each test and at the end of a grading.
 
 from __future__ import annotations
 
+import ctypes
 import os
 import shutil
 import signal
@@ -127,4 +129,40 @@ def remove_files_of(uid: int, folders=SHARED_FOLDERS) -> list[str]:
                 removed.append(entry.path)
             except OSError:
                 continue
+    return removed
+
+
+SYSV_IPC = {                 # /proc/sysvipc file -> (owner and creator uid columns, remover)
+    "shm": (("uid", "cuid"), lambda libc, ident: libc.shmctl(ident, 0, None)),             # IPC_RMID
+    "msg": (("uid", "cuid"), lambda libc, ident: libc.msgctl(ident, 0, None)),
+    "sem": (("uid", "cuid"), lambda libc, ident: libc.semctl(ident, 0, 0)),
+}
+
+
+def ipc_objects_of(uid: int) -> list[tuple[str, int]]:
+    """SysV IPC objects (kind, id) owned or created by `uid` in this IPC namespace."""
+    found = []
+    for kind, (columns, _) in SYSV_IPC.items():
+        try:
+            with open(f"/proc/sysvipc/{kind}") as f:
+                header, *rows = [line.split() for line in f if line.strip()]
+        except (OSError, ValueError):
+            continue
+        at = [header.index(c) for c in columns] + [1]            # column 1 is the object's id
+        for row in rows:
+            try:
+                if uid in (int(row[at[0]]), int(row[at[1]])):
+                    found.append((kind, int(row[at[2]])))
+            except (IndexError, ValueError):
+                continue
+    return found
+
+
+def remove_ipc_of(uid: int) -> list[tuple[str, int]]:
+    """Remove the SysV IPC objects of `uid` (a later grading on the same uid must not find them)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    removed = []
+    for kind, ident in ipc_objects_of(uid):
+        if SYSV_IPC[kind][1](libc, ident) == 0:
+            removed.append((kind, ident))
     return removed

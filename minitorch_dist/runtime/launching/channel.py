@@ -21,6 +21,34 @@ import cloudpickle
 from . import plain
 
 MAX_PLAIN_MESSAGE = 1 << 30      # bytes: a larger reply from an untrusted rank is refused, not read
+REPLY_VAR = "MINITORCH_DIST_MAX_REPLY"              # bytes per message (the autograder sets it lower)
+REPLIES_VAR = "MINITORCH_DIST_MAX_REPLIES"          # bytes of all ranks' replies to one run
+
+
+class ReplyTooLarge(plain.PlainDataError):
+    """A message from untrusted ranks past a bound: refused unread (the connection is closed)."""
+
+
+def _bound(var: str) -> int:
+    return int(os.environ.get(var, "0") or 0) or MAX_PLAIN_MESSAGE
+
+
+class ReplyBudget:
+    """What one run's replies may still take in this process (REPLIES_VAR bytes in all)."""
+
+    def __init__(self):
+        self.total = _bound(REPLIES_VAR)
+        self.room = self.total
+
+    def take(self, size: int) -> None:
+        self.room -= size
+        if self.room < 0:
+            raise ReplyTooLarge(f"the ranks' replies to one run passed {_mib(self.total)} in all ({REPLIES_VAR}, "
+                                f"set by the grader): return less (a few numbers or a slice, not whole buffers)")
+
+
+def _mib(n: int) -> str:
+    return f"{n / (1 << 20):g} MiB"
 
 
 def send(conn, obj) -> None:
@@ -38,9 +66,25 @@ def send_plain(conn, obj) -> None:
     conn.send_bytes(plain.encode(obj))
 
 
-def recv_plain(conn):
-    """Receive one object sent by send_plain(), without running any code it names."""
-    return plain.decode(conn.recv_bytes(MAX_PLAIN_MESSAGE))
+def recv_plain(conn, budget: ReplyBudget | None = None):
+    """Receive one object sent by send_plain(), without running any code it names. A message over
+    REPLY_VAR bytes, or past what is left of `budget`, raises ReplyTooLarge (the bytes are not read)."""
+    bound = _bound(REPLY_VAR)
+    if budget is not None:
+        bound = max(0, min(bound, budget.room))
+    try:
+        blob = conn.recv_bytes(bound)
+    except OSError as exc:
+        if "bad message length" not in str(exc):
+            raise
+        limit = (f"{_mib(_bound(REPLY_VAR))} per message ({REPLY_VAR}, set by the grader)"
+                 if budget is None or bound == _bound(REPLY_VAR) else
+                 f"{_mib(budget.total)} for all ranks' replies to one run ({REPLIES_VAR}, set by the grader)")
+        raise ReplyTooLarge(f"a reply larger than the bound of {limit} was refused: return less (a few "
+                            f"numbers or a slice, not whole buffers)") from None
+    if budget is not None:
+        budget.take(len(blob))
+    return plain.decode(blob)
 
 
 _printed = 0       # bytes of rank output printed by this process (MINITORCH_DIST_MAX_OUTPUT caps it)

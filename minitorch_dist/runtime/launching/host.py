@@ -59,12 +59,15 @@ class _Link:
                     pass
 
 
-def serve(path: str) -> None:
-    """Listen on the Unix socket `path` and start what launchers ask for (single-threaded: forks
-    are safe). Runs until killed."""
-    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    server.bind(path)
-    server.listen(64)
+def serve(where) -> None:
+    """Listen on the Unix socket `where` (a path, or a socket already bound and listening) and start
+    what launchers ask for (single-threaded: forks are safe). Runs until killed."""
+    if isinstance(where, socket.socket):
+        server = where
+    else:
+        server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        server.bind(where)
+        server.listen(64)
     links: dict[int, _Link] = {}
     while True:
         ready = select.select([server] + [lk.conn for lk in links.values()], [], [], 0.05)[0]

@@ -71,7 +71,8 @@ class Pool:
         self._log = None
         self.host = host_link.host_address()
         self.plain = self.host is not None              # replies from untrusted ranks: plain data only
-        self._read = channel.recv_plain if self.plain else channel.recv
+        self.budget = channel.ReplyBudget()              # replies of untrusted ranks: bounded per run
+        self.refused: dict[int, str] = {}                # rank -> why its reply was refused
         spec = {"backend": backend, "store_host": "127.0.0.1", "store_port": self.store.port,
                 "pool_id": self.id, "threads": 1, "plain": self.plain, "device": device}
         address = self._server.getsockname()
@@ -133,6 +134,9 @@ class Pool:
             deliver_challenge(conn, self._authkey)
             answer_challenge(conn, self._authkey)
             _, rank, pid = self._read(conn)
+            if not (isinstance(rank, int) and 0 <= rank < self.world_size and self.conns[rank] is None):
+                raise LaunchError(f"a rank process announced itself as rank {rank!r}: not one of the "
+                                  f"{self.world_size} ranks still expected")
             self.conns[rank], self.pids[rank] = conn, pid
             waiting -= 1
         ready = set()
@@ -151,10 +155,23 @@ class Pool:
                 else:
                     self.print_output(self.conns.index(conn), msg)
 
+    def _read(self, conn: Connection):
+        return channel.recv_plain(conn, self.budget) if self.plain else channel.recv(conn)
+
+    def new_run(self) -> None:
+        """A run starts: its replies get the whole budget again."""
+        self.budget = channel.ReplyBudget()
+
     def recv(self, conn: Connection):
-        """The next message of a rank (None when its connection is closed or it sent garbage)."""
+        """The next message of a rank (None when its connection is closed, it sent garbage, or its
+        reply passed a bound: then refused[rank] says which)."""
         try:
             return self._read(conn)
+        except channel.ReplyTooLarge as exc:
+            if conn in self.conns:
+                self.refused[self.conns.index(conn)] = str(exc)
+            conn.close()
+            return None
         except (EOFError, OSError, ValueError):
             return None
 
@@ -162,6 +179,8 @@ class Pool:
 
     def exit_description(self, rank: int) -> str:
         """How a rank that closed its connection ended, as far as we can tell."""
+        if rank in self.refused:
+            return f"was cut off: {self.refused[rank]}"
         if self._procs:
             p = self._procs[rank]
             p.join(1.0)
@@ -172,6 +191,11 @@ class Pool:
                 return f"was killed by signal {signal.Signals(-code).name}"
             return f"exited with code {code} (os._exit, a crash in C code, or sys.exit outside Python's reach)"
         return "lost its connection to the launcher (the process exited or was killed)"
+
+    def _close_links(self) -> None:
+        """Let go of the rank host's links: it kills whatever it still runs for this pool."""
+        for link in {id(p.link): p.link for p in [*self._procs, self._mpiexec] if hasattr(p, "link")}.values():
+            link.close()
 
     def alive(self) -> bool:
         if any(c is None or c.closed for c in self.conns):
@@ -198,21 +222,27 @@ class Pool:
         self.kill()
 
     def kill(self) -> None:
-        """SIGKILL every rank (and mpiexec), reap them, close everything."""
+        """SIGKILL every rank (and mpiexec), reap them, close everything.
+
+        Ranks started by a rank host are never signalled from here: their pids are what the host
+        reported, and a host running untrusted code may report any process. Closing the link makes
+        the host kill what it started (and the grader kills everything of the sandbox's uid)."""
+        if self.host:
+            self._close_links()
         for p in self._procs:
-            if p.exitcode is None:
+            if p.exitcode is None and not self.host:
                 try:
                     os.killpg(p.pid, signal.SIGKILL)
                 except (ProcessLookupError, PermissionError):
                     p.kill()
             p.join(5)
         if self._mpiexec is not None:
-            if self._mpiexec.poll() is None:
+            if self._mpiexec.poll() is None and not self.host:
                 try:
                     os.killpg(self._mpiexec.pid, signal.SIGKILL)
                 except ProcessLookupError:
                     pass
-            for pid in self.pids:
+            for pid in self.pids if not self.host else ():       # reported by the ranks themselves
                 if pid:
                     try:
                         os.kill(pid, signal.SIGKILL)
@@ -222,8 +252,7 @@ class Pool:
         if self._log is not None:
             self._log.close()
             self._log = None
-        for link in {id(p.link): p.link for p in [*self._procs, self._mpiexec] if hasattr(p, "link")}.values():
-            link.close()                   # the host kills whatever it still runs for this pool
+        self._close_links()
         for conn in self.conns:
             if conn is not None:
                 conn.close()
