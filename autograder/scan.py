@@ -26,7 +26,8 @@ import os
 import re
 from dataclasses import dataclass
 
-from autograder.scan_rules import DUNDER, ENV_WRITES, FRAME_ATTRS, NAMES, RUNTIME, RUNTIME_MODULES_ALLOWED, TEXT
+from autograder.scan_rules import (COMPUTE_WHY, DUNDER, ENV_WRITES, FRAME_ATTRS, NAMES, RUNTIME, RUNTIME_MODULES_ALLOWED,
+                                   RUNTIME_STATE, STATE_WHY, TEXT)
 from tools.overlay import ROOT
 
 
@@ -186,6 +187,8 @@ class _Scanner(ast.NodeVisitor):
                 if owner:
                     self.check(node, f"{owner}.{attr}")
                 self.attribute(node, args[0], attr, owner)
+        if isinstance(func, ast.Attribute) and func.attr == "compute":
+            self.add(node, "sim-clock", f"calls `{ast.unparse(func)}(...)`: {COMPUTE_WHY}")
         if name == "open" or dotted in ("io.open", "os.open", "builtins.open", "codecs.open"):
             path = _leading_text(args[0]) if args else None
             if path and (path.startswith(("/", "~")) or "/proc" in path or "/dev" in path):
@@ -204,6 +207,8 @@ class _Scanner(ast.NodeVisitor):
                 elif isinstance(t, ast.Attribute):
                     base, attrs = _chain(t)
                     dotted = self.resolve(t)
+                    if RUNTIME_STATE & set(attrs):
+                        self.add(node, "runtime-state", f"{verb} `{ast.unparse(t)}`: {STATE_WHY}")
                     retyped = "__class__" in attrs or (isinstance(base, ast.Call) and getattr(base.func, "id", "")
                                                        == "type")
                     if dotted or retyped:

@@ -50,8 +50,18 @@ NAMES: dict[str, tuple[str, str]] = {
 FRAME_ATTRS = {"f_back", "f_globals", "f_locals", "f_code", "f_builtins", "tb_frame", "gi_frame", "cr_frame",
                "ag_frame", "__code__", "__globals__", "__closure__", "__builtins__", "__subclasses__"}
 ENV_WRITES = {"update", "setdefault", "pop", "popitem", "clear", "__setitem__", "__delitem__"}
+# attributes that hold what the runtime measured in the rank (the traffic counters, the trace, the
+# clock): writing through them forges the student-facing figures (graded traffic is measured outside)
+RUNTIME_STATE = {"counters", "recorder", "events", "sim_time", "messages_sent", "bytes_sent", "messages_received",
+                 "bytes_received", "t0", "clock"}
+STATE_WHY = ("writes the runtime's own measurements (traffic counters, trace, clock) from homework code: the "
+             "figures students see could be forged")
+COMPUTE_WHY = ("charges simulated compute time (`.compute(...)`): it moves the sim clock that time checks read; "
+               "allowed only where the handout asks for it")
 TEXT = [
     (re.compile(r"/proc\b"), "proc", "mentions /proc, where a process can read other processes' memory and state"),
     (re.compile(r"/dev/(?!null\b)"), "device", "mentions a device path under /dev"),
     (re.compile(r"autograder|results\.json", re.I), "grader", "mentions the autograder or its results file"),
+    (re.compile(r"_harness\b|\brank_runs\b|\bcase_suites\b|\brank_inputs\b|\bmake_input\b|\bCase\("), "harness",
+     "names the tests' harness (the code that makes and checks inputs): homework code never needs it"),
 ]
