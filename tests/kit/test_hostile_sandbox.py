@@ -128,26 +128,20 @@ def test_huge_replies_are_refused_with_the_bound_and_the_test_process_stays_smal
 
 
 @pytest.mark.parametrize("namespaces", NAMESPACES)
-def test_ipc_objects_and_shared_memory_files_do_not_outlive_the_grading(tmp_path, namespaces):
-    sub = hostile(tmp_path, naive=attack("IPC", ROOT))
-    results = run(sub, only="1.4", namespaces=namespaces)
-    text = all_outputs(results)
-    assert results["score"] == 0 and "ATTACK-DONE: IPC" in text, text[-2000:]
-    assert "ATTACK-IPC-MADE: shm" in text and not re.search(r"ATTACK-IPC-MADE: shm -1\b", text), text[-2000:]
-    assert results["extra_data"]["sandbox"]["ipc"].startswith("active" if namespaces else "unavailable")
-    check_nothing_left(results)
-
-
-@pytest.mark.parametrize("namespaces", NAMESPACES)
-def test_a_link_or_fifo_in_place_of_the_host_output_reveals_and_wedges_nothing(tmp_path, namespaces):
-    sub = hostile(tmp_path, naive=attack("HOSTOUT", ROOT), ring=attack("HOSTOUT", ROOT))
+def test_ipc_objects_and_links_in_place_of_the_host_output_leave_and_reveal_nothing(tmp_path, namespaces):
+    """The naive all-reduce leaves SysV objects and a /dev/shm file; the ring replaces the rank host's
+    output file by a link to a hidden test, a FIFO, /dev/zero: nothing outlives the grading, no
+    secret reaches the feedback, nothing wedges (one grading for both, to keep CI short)."""
+    sub = hostile(tmp_path, naive=attack("IPC", ROOT), ring=attack("HOSTOUT", ROOT))
     t0 = time.monotonic()
     results = run(sub, only="1.4|1.7", namespaces=namespaces)
     text = all_outputs(results) + json.dumps(results)
-    assert results["score"] == 0
+    assert results["score"] == 0 and "ATTACK-DONE: IPC" in text and "ATTACK-DONE: HOSTOUT" in text, text[-2000:]
+    assert "ATTACK-IPC-MADE: shm" in text and not re.search(r"ATTACK-IPC-MADE: shm -1\b", text), text[-2000:]
+    assert results["extra_data"]["sandbox"]["ipc"].startswith("active" if namespaces else "unavailable")
     assert HIDDEN_TEXT not in text, "a hidden test file reached the feedback"
     assert "Internal grader error" not in text and time.monotonic() - t0 < 60, text[-2000:]
-    assert "hostile host output" in by_name(results)["test_naive_sum"]["output"]     # its own output, still shown
+    assert "hostile host output" in by_name(results)["test_ring_sum"]["output"]     # its own output, still shown
     check_nothing_left(results)
 
 
