@@ -1,9 +1,10 @@
 """Grade a folder of submissions of one homework: one results.json per student and a gradebook.
 
-    python -m autograder.batch hw1 export/ --out grades/                # Gradescope export, nbgrader, or zips
-    python -m autograder.batch hw1 export/ --out grades/ --workers 2 --jobs 1
-    python -m autograder.batch hw1 export/ --out grades/ --notebook-grades course/grades.csv
-    python -m autograder.batch hw1 export/ --out grades/ --device cpu    # auto (default) | cpu | cuda
+    python -m autograder.batch hw1 ../export/ --out ../grades/                # Gradescope export, nbgrader, or zips
+    python -m autograder.batch hw1 ../export/ --out ../grades/ --workers 2 --jobs 1
+    python -m autograder.batch hw1 ../export/ --out ../grades/ --notebook-grades ../course/grades.csv
+    python -m autograder.batch hw1 ../export/ --out ../grades/ --device cpu    # auto (default) | cpu | cuda
+    python -m autograder.batch hw1 ../export/ --out ../grades/ --force         # grade every submission again
 
 What it reads (found by looking at the folder):
   - a Gradescope export: submission_metadata.yml beside submission_<id>/ folders (the student is
@@ -14,9 +15,12 @@ What it writes, in --out: <student>/results.json (Gradescope's format, extra_dat
 submission, its digest and when) and gradebook.csv: student, total, max, one column per task, and
 with --notebook-grades (nbgrader's `export` CSV) the notebook's points and the sum.
 
-Resumable: a student whose results.json holds the digest of the same submission is skipped, so
-a re-run after a crash or a new upload grades only what is new or changed; each results.json is
-written whole (a temporary file, then a rename), so a crash loses at most the grading in flight.
+Resumable: a student whose results.json was graded from the same submission (its digest), the same
+test files, the same kit and the same score options (--only, --tests, --device, --limit, --deadline;
+autograder/resume.py) is skipped, so a re-run after a crash or a new upload grades only what is new or
+changed, and a full run after a quick --only pass grades everyone again; --force grades every
+submission. Each results.json is written whole (a temporary file, then a rename), so a crash loses
+at most the grading in flight.
 One grading session (autograder.session: one grader's copy, --jobs zygotes) serves every student of
 a worker; --workers K runs K of them on disjoint shares of the students. Progress goes to stderr.
 """
@@ -26,16 +30,20 @@ from __future__ import annotations
 import argparse
 import csv
 import glob
-import hashlib
 import json
 import os
 import re
 import subprocess
 import sys
 import time
+from collections import Counter
 from dataclasses import dataclass
 
-from autograder.devices import CHOICES, resolve_device
+from autograder.collect import DEFAULT_LIMIT
+from autograder.devices import resolve_device
+from autograder.options import add_score_options, as_arguments, score_options
+from autograder.resume import digest, grading_key, previous_results, why_regrade
+from autograder.session import DEFAULT_DEADLINE
 
 TASK = re.compile(r"^HW\d+ (\d+(?:\.\d+)?)")
 
@@ -82,26 +90,6 @@ def discover(folder: str, homework: str) -> list[Submission]:
     return subs
 
 
-def digest(path: str) -> str:
-    """sha256 over a zip's bytes, or over a folder's relative paths and file bytes."""
-    h = hashlib.sha256()
-    files = [path] if os.path.isfile(path) else sorted(p for p in glob.glob(os.path.join(path, "**", "*"),
-                                                                        recursive=True) if os.path.isfile(p))
-    for p in files:
-        h.update(os.path.relpath(p, path).encode() + b"\0")
-        with open(p, "rb") as f:
-            h.update(f.read())
-    return h.hexdigest()
-
-
-def _done(out: str, sub: Submission, dig: str) -> bool:
-    try:
-        with open(os.path.join(out, sub.student, "results.json")) as f:
-            return json.load(f)["extra_data"]["batch"]["digest"] == dig
-    except (OSError, ValueError, KeyError, TypeError):
-        return False
-
-
 def _write(path: str, results: dict) -> None:
     os.makedirs(os.path.dirname(path), exist_ok=True)
     tmp = path + ".tmp"
@@ -111,24 +99,38 @@ def _write(path: str, results: dict) -> None:
 
 
 def grade_all(homework: str, subs: list[Submission], out: str, jobs: int = 2, only: str | None = None,
-              log=lambda line: print(line, file=sys.stderr, flush=True), device: str = "auto") -> dict[str, int]:
-    """Grade every submission not graded yet (see Resumable) on `device` (autograder.devices);
-    {"graded": n, "skipped": n}."""
+              log=lambda line: print(line, file=sys.stderr, flush=True), device: str = "auto", *,
+              suites: list[tuple[str, str]] | None = None, limit: float = DEFAULT_LIMIT,
+              deadline: float = DEFAULT_DEADLINE, force: bool = False) -> dict[str, int]:
+    """Grade every submission not graded yet with these tests, kit and options (see Resumable), or all
+    of them with `force`, on `device` (autograder.devices); {"graded": n, "skipped": n}."""
     from autograder.session import GradingSession
-    todo = [(s, digest(s.path)) for s in subs]
-    todo = [(s, d) for s, d in todo if not _done(out, s, d)]
+    options = {"only": only, "suites": suites, "device": device, "limit": limit, "deadline": deadline}
+    key = grading_key(homework, options)
+    todo, reasons = [], Counter()
+    for sub in subs:
+        dig = digest(sub.path)
+        why = "--force" if force else why_regrade(previous_results(os.path.join(out, sub.student, "results.json")),
+                                                   dig, key)
+        if why:
+            todo.append((sub, dig))
+            reasons[why] += 1
     counts = {"graded": 0, "skipped": len(subs) - len(todo)}
     if counts["skipped"]:
-        log(f"batch: {counts['skipped']} of {len(subs)} already graded (same submission): skipped")
+        log(f"batch: {counts['skipped']} of {len(subs)} already graded (same submission, tests, kit and options): "
+            f"skipped (--force grades them again)")
+    for why, n in sorted(reasons.items()):
+        log(f"batch: {n} to grade: {why}")
     if not todo:
         return counts
     t0 = time.monotonic()
-    with GradingSession(homework, jobs=jobs, quiet=True, device=device) as session:
+    with GradingSession(homework, jobs=jobs, quiet=True, device=device, suites=suites, limit=limit,
+                        deadline=deadline) as session:
         for i, (sub, dig) in enumerate(todo, 1):
             start = time.monotonic()
             results = session.grade(sub.path, only=only)
             results.setdefault("extra_data", {})["batch"] = {"student": sub.student, "submission": sub.path,
-                                                             "source": sub.source, "digest": dig,
+                                                             "source": sub.source, "digest": dig, "key": key,
                                                              "graded_at": time.strftime("%Y-%m-%dT%H:%M:%S")}
             _write(os.path.join(out, sub.student, "results.json"), results)
             counts["graded"] += 1
@@ -182,13 +184,14 @@ def main(argv=None) -> int:
     parser.add_argument("--out", required=True, help="where results and gradebook.csv go")
     parser.add_argument("--jobs", type=int, default=2, help="test functions at once within a worker")
     parser.add_argument("--workers", type=int, default=1, help="students graded at once (one session each)")
-    parser.add_argument("--only", help="grade only the tests whose name matches (a quick pass)")
     parser.add_argument("--notebook-grades", help="nbgrader's export CSV, merged into the gradebook")
-    parser.add_argument("--device", choices=CHOICES, default="auto",
-                        help="auto (cuda where torch sees a GPU, else cpu), cpu (tests marked gpu are reported "
-                             "not run) or cuda (default %(default)s)")
+    parser.add_argument("--force", action="store_true",
+                        help="grade every submission again, even one graded with the same submission, tests, kit "
+                             "and options")
+    add_score_options(parser)                       # --deadline --limit --only --tests --device: in the resume key
     parser.add_argument("--shard", help=argparse.SUPPRESS)            # i/K: this worker's share
     args = parser.parse_args(argv)
+    options = score_options(args)
     try:
         resolve_device(args.device)                 # cuda without a GPU: said once, before any worker starts
     except ValueError as exc:
@@ -201,11 +204,11 @@ def main(argv=None) -> int:
     os.makedirs(args.out, exist_ok=True)
     if args.shard:
         i, k = map(int, args.shard.split("/"))
-        grade_all(args.homework, subs[i::k], args.out, args.jobs, args.only, device=args.device)
+        grade_all(args.homework, subs[i::k], args.out, args.jobs, force=args.force, **options)
         return 0
     if args.workers > 1:
         base = [sys.executable, "-m", "autograder.batch", args.homework, args.folder, "--out", args.out,
-                "--jobs", str(args.jobs), "--device", args.device] + (["--only", args.only] if args.only else [])
+                "--jobs", str(args.jobs), *as_arguments(options)] + (["--force"] if args.force else [])
         procs = [subprocess.Popen(base + ["--shard", f"{i}/{args.workers}"]) for i in range(args.workers)]
         failed = [p.wait() for p in procs]
         if any(failed):
@@ -213,7 +216,7 @@ def main(argv=None) -> int:
                   file=sys.stderr)
             return 1
     else:
-        grade_all(args.homework, subs, args.out, args.jobs, args.only, device=args.device)
+        grade_all(args.homework, subs, args.out, args.jobs, force=args.force, **options)
     path = write_gradebook(args.homework, args.out, args.notebook_grades)
     print(f"batch: {len(subs)} submission(s) of {args.homework}; gradebook: {path}")
     return 0

@@ -26,7 +26,7 @@ import argparse
 import sys
 
 from autograder.collect import DEFAULT_LIMIT
-from autograder.devices import CHOICES
+from autograder.options import add_score_options, score_options
 from autograder.results import write_results
 from autograder.session import DEFAULT_DEADLINE, MAX_RANK_OUTPUT, GradingSession  # noqa: F401 (re-exported)
 
@@ -67,14 +67,7 @@ def main(argv=None) -> int:
     parser.add_argument("submission", help='a folder or zip of the editable files, or "solutions" / "stubs"')
     parser.add_argument("--out", default="results.json", help="where to write results.json (default: %(default)s)")
     parser.add_argument("--no-zygote", action="store_true", help="start a fresh python per test (slower)")
-    parser.add_argument("--deadline", type=float, default=DEFAULT_DEADLINE,
-                        help="MINITORCH_DIST_DEADLINE in the tests: per-op deadlock deadline (default %(default)s s)")
-    parser.add_argument("--limit", type=float, default=DEFAULT_LIMIT,
-                        help="wall-clock limit per test function without a time_limit marker (default %(default)s s)")
-    parser.add_argument("--only", help="grade only tests whose name matches this regular expression")
-    parser.add_argument("--tests", action="append", metavar="PATH[:VISIBILITY]",
-                        help="grade these test folders/files instead of the homework's (visibility default "
-                             "after_published); repeatable")
+    add_score_options(parser)                       # --deadline --limit --only --tests --device
     parser.add_argument("--quiet", action="store_true", help="print only the total line")
     parser.add_argument("--no-sandbox", action="store_true",
                         help="run student code as this user without the sandbox (debugging only)")
@@ -82,18 +75,11 @@ def main(argv=None) -> int:
                         help="no network namespace, as in a container that refuses them (the other layers stay)")
     parser.add_argument("--jobs", type=int, default=1,
                         help="test functions run at once (zygote runner only; default %(default)s)")
-    parser.add_argument("--device", choices=CHOICES, default="auto",
-                        help="the device the tests' ranks run on: auto (cuda where torch sees a GPU, else cpu), "
-                             "cpu (tests marked gpu are reported not run) or cuda (default %(default)s)")
     args = parser.parse_args(argv)
-    suites = None
-    if args.tests:
-        suites = [tuple(t.split(":", 1)) if ":" in t else (t, "after_published") for t in args.tests]
     try:
-        results = grade(args.homework, args.submission, args.out, zygote=not args.no_zygote, deadline=args.deadline,
-                        limit=args.limit, only=args.only, suites=suites, quiet=args.quiet,
-                        jobs=args.jobs, sandbox=not args.no_sandbox,
-                        namespaces=not args.no_namespaces, device=args.device)
+        results = grade(args.homework, args.submission, args.out, zygote=not args.no_zygote, quiet=args.quiet,
+                        jobs=args.jobs, sandbox=not args.no_sandbox, namespaces=not args.no_namespaces,
+                        **score_options(args))
     except ValueError as exc:
         print(f"autograder: {exc}", file=sys.stderr)
         return 2

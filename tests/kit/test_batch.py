@@ -1,6 +1,7 @@
 """autograder.batch: a Gradescope export and a folder of zips graded in one run (on two quick hidden
 tests of homework 3), one results.json per student, the gradebook with the notebook's points merged,
-and a re-run that grades only what changed."""
+and a re-run that grades only what changed: the submission, the tests, the kit or a score option
+(the resume decision itself is tested with a stand-in session, no grading)."""
 
 from __future__ import annotations
 
@@ -72,3 +73,89 @@ def test_batch_grades_writes_a_gradebook_and_resumes(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "1 of 2 already graded" in err and "[1/1] b@x.edu" in err
     assert json.load(open(os.path.join(out, "b@x.edu", "results.json")))["score"] == top
+    assert batch.main(["hw3", export, "--out", out, "--only", ONLY, "--deadline", "9"]) == 0   # an option changed
+    err = capsys.readouterr().err
+    assert "batch: 2 to grade: --deadline 10.0 -> 9.0" in err and "[2/2]" in err, err
+
+
+OPTIONS = {"only": None, "suites": None, "device": "cpu", "limit": 60.0, "deadline": 10.0}
+
+
+class FakeSession:
+    """Stands in for autograder.session.GradingSession: records what it was asked, grades in no time."""
+
+    made: list[dict] = []
+    graded: list[tuple[str, str | None]] = []
+
+    def __init__(self, homework, **kwargs):
+        FakeSession.made.append(kwargs)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return None
+
+    def grade(self, path, only=None):
+        FakeSession.graded.append((os.path.basename(path), only))
+        points = 1.0 if only else 5.0                      # a quick pass scores less than the full run
+        return {"score": points, "tests": [{"name": "HW3 3.1 x", "score": points, "max_score": points}]}
+
+
+def test_resume_regrades_when_tests_kit_or_score_options_change(tmp_path):
+    """The resume key: same submission, tests, kit and options keep a results.json; any change regrades."""
+    from autograder import resume
+    from tools.overlay import copy_kit
+    from tools.stubs import SOLUTIONS, builds_on
+    kit = tmp_path / "kit"
+    copy_kit(str(kit))
+    for rel in builds_on(homework_manifest("hw3")):
+        os.makedirs(kit / SOLUTIONS / os.path.dirname(rel), exist_ok=True)
+        shutil.copy(os.path.join(ROOT, SOLUTIONS, rel), kit / SOLUTIONS / rel)
+    key = resume.grading_key("hw3", OPTIONS, str(kit))
+    assert key == resume.grading_key("hw3", dict(OPTIONS, device="cpu"), str(kit))
+    done = {"extra_data": {"batch": {"digest": "d", "key": key}}}
+    assert resume.why_regrade(done, "d", key) is None
+    assert resume.why_regrade(done, "e", key) == "the submission changed"
+    assert resume.why_regrade(None, "d", key) == "not graded yet"
+    assert "before the resume key" in resume.why_regrade({"extra_data": {"batch": {"digest": "d"}}}, "d", key)
+    for name, flag, value in [("only", "only", "bad_input"), ("limit", "limit", 30.0), ("deadline", "deadline", 5.0),
+                              ("suites", "tests", [("autograder/hw3", "visible")])]:
+        changed = resume.grading_key("hw3", dict(OPTIONS, **{name: value}), str(kit))
+        assert f"--{flag} " in resume.why_regrade(done, "d", changed), name
+    hidden = kit / "autograder" / "hw3" / "test_powersgd.py"
+    hidden.write_text(hidden.read_text() + "\n# one more check\n")
+    assert resume.why_regrade(done, "d", resume.grading_key("hw3", OPTIONS, str(kit))) == \
+        "the tests changed; the kit changed"
+    harness = kit / "minitorch_dist" / "compression" / "__init__.py"
+    key = resume.grading_key("hw3", OPTIONS, str(kit))
+    harness.write_text(harness.read_text() + "\n")
+    assert resume.why_regrade({"extra_data": {"batch": {"digest": "d", "key": key}}}, "d",
+                              resume.grading_key("hw3", OPTIONS, str(kit))) == "the kit changed"
+
+
+def test_a_quick_only_pass_does_not_poison_the_full_run(tmp_path, monkeypatch):
+    """--only, then the full command on the same --out: everyone is graded again (the gradebook holds the
+    full points); the same command again skips everyone; --force grades everyone."""
+    import autograder.session
+    monkeypatch.setattr(autograder.session, "GradingSession", FakeSession)
+    FakeSession.graded.clear()
+    subs = batch.discover(_gradescope_export(str(tmp_path)), "hw3")
+    out, lines = str(tmp_path / "grades"), []
+
+    def run(**kw):
+        FakeSession.graded.clear()
+        counts = batch.grade_all("hw3", subs, out, log=lines.append, **dict(OPTIONS, **kw))
+        return counts, [only for _, only in FakeSession.graded]
+
+    assert run(only=ONLY) == ({"graded": 2, "skipped": 0}, [ONLY, ONLY])
+    assert run(only=ONLY) == ({"graded": 0, "skipped": 2}, [])
+    lines.clear()
+    assert run() == ({"graded": 2, "skipped": 0}, [None, None])
+    assert any(f"--only {ONLY!r} -> None" in line for line in lines), lines
+    assert FakeSession.made[-1]["limit"] == 60.0 and FakeSession.made[-1]["device"] == "cpu"
+    rows = list(csv.DictReader(open(batch.write_gradebook("hw3", out))))
+    assert [float(r["code"]) for r in rows] == [5.0, 5.0]
+    assert run() == ({"graded": 0, "skipped": 2}, [])
+    assert run(force=True) == ({"graded": 2, "skipped": 0}, [None, None])
+    assert run(limit=120.0) == ({"graded": 2, "skipped": 0}, [None, None])
