@@ -11,6 +11,8 @@ import io
 import json
 import os
 import re
+import subprocess
+import sys
 import tarfile
 import zipfile
 
@@ -103,6 +105,18 @@ def test_instructor_folders_are_not_shipped(released):
         assert not os.path.exists(os.path.join(out, folder)), f"{folder}/ must not be in the student release"
     assert not os.path.lexists(os.path.join(out, ".venv"))
     assert os.path.exists(os.path.join(out, "minitorch_dist", "runtime", "group.py"))   # the runtime ships
+
+
+def test_the_students_own_test_command_collects_in_their_copy(released):
+    """`.venv/bin/python -m pytest` in the student copy: no test imports what the copy lacks (tools/,
+    autograder/), so collection passes (tests/runtime/test_host.py once imported tools.overlay)."""
+    folder, _ = released
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    proc = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider"],
+                          cwd=folder, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0 and re.search(r"^\d+ tests collected", proc.stdout, re.M), proc.stdout[-3000:]
+    assert "tests/runtime/test_host.py::" in proc.stdout
 
 
 def test_no_solution_or_hidden_test_markers(released):
