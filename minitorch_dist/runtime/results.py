@@ -12,16 +12,20 @@ class RunResult(list):
     events:    every rank's trace events, sorted by start time
     sim_time:  simulated seconds of the run (the largest rank clock) on sim, else None
     wall_time: seconds the run took in the caller
+    wire:      per rank (bytes sent to other ranks, bytes received from them) as the kernel counted
+               them (observe/kernel_traffic.py: gloo with MINITORCH_DIST_KERNEL_TRAFFIC=1), else None;
+               unlike the counters, rank code cannot write it
     """
 
     def __init__(self, values, counters: list[Counters], events: list[Event], backend: str,
-                 wall_time: float, sim_time: float | None = None):
+                 wall_time: float, sim_time: float | None = None, wire: list | None = None):
         super().__init__(values)
         self.counters = counters
         self.events = sorted(events, key=lambda e: (e.start, e.rank))
         self.backend = backend
         self.wall_time = wall_time
         self.sim_time = sim_time
+        self.wire = wire
 
     @property
     def world_size(self) -> int:

@@ -28,6 +28,7 @@ from ..backends import backend_info
 from ..devices import check_local_job
 from ..env import default_deadline
 from ..errors import LaunchError, RankError
+from ..observe import kernel_traffic
 from ..observe.deadlock import format_report
 from ..observe.tracker import read_board
 from ..results import RunResult
@@ -209,6 +210,7 @@ def launch(fn, world_size: int | None = None, *, args=(), kwargs=None, rank_args
     pool = _get_pool(world_size, backend, start_method, fresh, device)
     task = Task(uuid.uuid4().hex[:12], payload, deadline, collectives, trace, time.perf_counter(),
                 tuple(sys.path), plain=pool.plain)
+    meter = pool.meter() if kernel_traffic.wanted(backend) else None
     try:
         replies = _collect(pool, per_rank.tasks(task, own, world_size), timeout)
     except BaseException:          # a failure, KeyboardInterrupt, a timeout: no rank survives it
@@ -217,8 +219,9 @@ def launch(fn, world_size: int | None = None, *, args=(), kwargs=None, rank_args
     values = [r[1] for r in replies]
     counters = [r[2] for r in replies]
     events = [e for r in replies for e in r[3]]
+    wire = meter.done() if meter is not None else None
     _drop_pool_if_unmatched(counters)
-    return RunResult(values, counters, events, backend, time.perf_counter() - started)
+    return RunResult(values, counters, events, backend, time.perf_counter() - started, wire=wire)
 
 
 def _drop_pool_if_unmatched(counters) -> None:

@@ -38,6 +38,13 @@ from . import channel, host_link
 _IDS = itertools.count()
 
 
+def _owner(pid: str) -> int | None:
+    try:
+        return os.stat(f"/proc/{pid}").st_uid
+    except OSError:
+        return None
+
+
 def default_start_method() -> str:
     method = os.environ.get("MINITORCH_DIST_START")
     if method:
@@ -191,6 +198,33 @@ class Pool:
                 return f"was killed by signal {signal.Signals(-code).name}"
             return f"exited with code {code} (os._exit, a crash in C code, or sys.exit outside Python's reach)"
         return "lost its connection to the launcher (the process exited or was killed)"
+
+    def meter(self):
+        """A kernel_traffic.RunMeter for the next run (the pids of the ranks found from the far ends of
+        this pool's connections, among this process's descendants or the rank host's uid); None if
+        the kernel cannot be asked here."""
+        from ..observe import kernel_traffic
+        try:
+            ends = []
+            for conn in self.conns:
+                with socket.socket(fileno=os.dup(conn.fileno())) as sock:
+                    ends.append(sock.getpeername()[:2])
+            return kernel_traffic.RunMeter(ends, *self._rank_candidates())
+        except (OSError, ValueError):
+            return None
+
+    def _rank_candidates(self):
+        """(the processes the ranks are among now, a function that lists them again)."""
+        from ..observe import kernel_traffic
+        if self.host:
+            uid = host_link.peer_uid(self.host)
+
+            def find() -> list[int]:
+                return [int(d) for d in os.listdir("/proc") if d.isdigit() and _owner(d) == uid]
+        else:
+            def find() -> list[int]:
+                return kernel_traffic.processes_of([os.getpid()])[0][1:]
+        return find(), find
 
     def _close_links(self) -> None:
         """Let go of the rank host's links: it kills whatever it still runs for this pool."""

@@ -1,0 +1,248 @@
+"""Bytes between rank processes as the kernel counts them: a measurement rank code cannot write.
+
+    before = snapshot(rank_pids)                  # in the launcher, before the run
+    ...                                           # the ranks run
+    wire = between(before, snapshot(rank_pids))   # [(bytes sent, bytes received)] per rank
+
+The runtime's counters (`group.counters`) live in the rank processes, so code running there can
+rewrite them. The kernel's own per-socket counts (tcp_info's bytes_sent and bytes_received, read
+over NETLINK_SOCK_DIAG, the interface `ss` uses) cannot be: a byte a rank sent to another rank
+was sent. Only TCP connections whose two ends both belong to rank processes (or processes they
+forked) count, so the ranks' traffic with the launcher (task, replies, the rendezvous store) is
+left out and a side channel the ranks open between themselves is counted.
+
+What it sees: TCP over any interface, in the caller's network namespace (the grader's test process
+shares it with the ranks). What it does not: shared memory (MPICH's default between local ranks),
+threads of one process (the sim backend), UDP. The bytes include each message's framing (the
+kit's header and gloo's), so they exceed the payload by a few hundred bytes a message;
+`disagreements` cross-checks the runtime's counters against them within those allowances. Linux only; elsewhere `available()` is False.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import struct
+from dataclasses import dataclass
+
+_SOCK_DIAG, _BY_FAMILY, _DONE, _ERROR = 4, 20, 3, 2           # NETLINK_SOCK_DIAG, SOCK_DIAG_BY_FAMILY, NLMSG_*
+_REQUEST_DUMP = 0x1 | 0x300                                    # NLM_F_REQUEST | NLM_F_DUMP
+_INFO = 2                                                      # INET_DIAG_INFO: struct tcp_info
+_RECEIVED_AT, _SENT_AT = 128, 200                              # tcpi_bytes_received, tcpi_bytes_sent (4.19+)
+_HEADER = struct.Struct("=IHHII")
+# What a message adds on the wire beyond its payload, gloo over TCP (measured with send, isend and
+# sendrecv at 0 B to 4 MiB: the sender's framing 224-416 B, up to 1,280 B for a 4 MiB message sent
+# in parts, the receiver's acknowledgements 48-144 B, a barrier 288 B a rank): the cross-check allows
+# these per message, plus 1/256 of the payload.
+SEND_OVERHEAD, RECV_OVERHEAD, OTHER_OP_OVERHEAD, PAYLOAD_SHARE = 512, 192, 512, 1 / 256
+POINT_TO_POINT = {"send", "recv", "isend", "irecv", "sendrecv", "barrier"}
+
+
+@dataclass(frozen=True)
+class Sock:
+    local: tuple
+    remote: tuple
+    sent: int
+    received: int
+
+
+def available() -> bool:
+    """Whether the kernel answers sock_diag with byte counts here."""
+    try:
+        _dump(socket.AF_INET)
+        return True
+    except OSError:
+        return False
+
+
+def _dump(family: int) -> dict[int, Sock]:
+    """Every TCP socket of `family` in this network namespace: {inode: Sock}."""
+    with socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, _SOCK_DIAG) as nl:
+        req = struct.pack("=BBBBI", family, socket.IPPROTO_TCP, 1 << (_INFO - 1), 0, 0xFFFFFFFF) + bytes(48)
+        nl.sendto(_HEADER.pack(_HEADER.size + len(req), _BY_FAMILY, _REQUEST_DUMP, 1, 0) + req, (0, 0))
+        found: dict[int, Sock] = {}
+        while True:
+            data = nl.recv(1 << 20)
+            pos = 0
+            while pos + _HEADER.size <= len(data):
+                length, kind = _HEADER.unpack_from(data, pos)[:2]
+                if kind == _DONE:
+                    return found
+                if kind == _ERROR:
+                    raise OSError("sock_diag refused the request")
+                body = data[pos + _HEADER.size:pos + length]
+                pos += (length + 3) & ~3
+                sock = _parse(family, body)
+                if sock is not None:
+                    found[sock[0]] = sock[1]
+            if not data:
+                return found
+
+
+def _parse(family: int, body: bytes):
+    """(inode, Sock) from one inet_diag_msg and its attributes; None without tcp_info byte counts."""
+    if len(body) < 72:
+        return None
+    sport, dport = struct.unpack_from(">HH", body, 4)
+    width = 4 if family == socket.AF_INET else 16
+    src, dst = socket.inet_ntop(family, body[8:8 + width]), socket.inet_ntop(family, body[24:24 + width])
+    inode = struct.unpack_from("=I", body, 68)[0]
+    at = 72
+    while at + 4 <= len(body):
+        size, kind = struct.unpack_from("=HH", body, at)
+        if size < 4:
+            return None
+        if kind == _INFO and size - 4 >= _SENT_AT + 8:
+            info = body[at + 4:at + size]
+            sent, = struct.unpack_from("=Q", info, _SENT_AT)
+            received, = struct.unpack_from("=Q", info, _RECEIVED_AT)
+            return inode, Sock((src, sport), (dst, dport), sent, received)
+        at += (size + 3) & ~3
+    return None
+
+
+def socket_inodes(pid: int) -> set[int]:
+    """The socket inodes among `pid`'s open files (empty if it is gone or out of reach)."""
+    found = set()
+    try:
+        names = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return found
+    for name in names:
+        try:
+            link = os.readlink(f"/proc/{pid}/fd/{name}")
+        except OSError:
+            continue
+        if link.startswith("socket:["):
+            found.add(int(link[8:-1]))
+    return found
+
+
+@dataclass
+class Snapshot:
+    sockets: dict[int, Sock]          # inode -> counts, every TCP socket of the namespace
+    owner: dict[int, int]             # inode -> rank whose process (or a process it forked) holds it
+
+
+def snapshot(rank_pids: dict[int, list[int]]) -> Snapshot:
+    """The kernel's counts now; `rank_pids` maps each rank to its process and the processes it forked."""
+    sockets = {**_dump(socket.AF_INET), **_dump(socket.AF_INET6)}
+    owner: dict[int, int] = {}
+    for rank, pids in rank_pids.items():
+        for pid in pids:
+            for inode in socket_inodes(pid):
+                owner.setdefault(inode, rank)
+    return Snapshot(sockets, owner)
+
+
+def between(before: Snapshot, after: Snapshot, world_size: int) -> list[tuple[int, int]]:
+    """[(bytes sent to other ranks, bytes received from them)] per rank between two snapshots."""
+    by_end = {(s.local, s.remote): inode for inode, s in after.sockets.items()}
+    out = [[0, 0] for _ in range(world_size)]
+    for inode, sock in after.sockets.items():
+        rank = after.owner.get(inode, before.owner.get(inode))
+        peer = by_end.get((sock.remote, sock.local))
+        if rank is None or peer is None or after.owner.get(peer, before.owner.get(peer)) is None:
+            continue                                   # not between two rank processes
+        old = before.sockets.get(inode)
+        out[rank][0] += sock.sent - (old.sent if old else 0)
+        out[rank][1] += sock.received - (old.received if old else 0)
+    return [(sent, received) for sent, received in out]
+
+
+def processes_of(root_pids: list[int], among: list[int] | None = None) -> list[list[int]]:
+    """Each root pid with every live process below it (by parent links in /proc), looking only at
+    the processes `among` when given."""
+    parent: dict[int, int] = {}
+    for pid in among if among is not None else [int(d) for d in os.listdir("/proc") if d.isdigit()]:
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                parent[pid] = int(f.read().rsplit(b")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+    children: dict[int, list[int]] = {}
+    for pid, ppid in parent.items():
+        children.setdefault(ppid, []).append(pid)
+    trees = []
+    for root in root_pids:
+        tree, todo = [root], [root]
+        while todo:
+            kids = children.get(todo.pop(), [])
+            tree += kids
+            todo += kids
+        trees.append(tree)
+    return trees
+
+
+VAR = "MINITORCH_DIST_KERNEL_TRAFFIC"         # "1": launch() measures gloo runs (the autograder sets it)
+
+
+def wanted(backend: str) -> bool:
+    """Whether launch() should measure this run: asked for, a TCP backend, and a kernel that answers."""
+    return os.environ.get(VAR) == "1" and backend == "gloo" and available()
+
+
+def owner_pid(inode: int, candidates: list[int]) -> int | None:
+    for pid in candidates:
+        if inode in socket_inodes(pid):
+            return pid
+    return None
+
+
+def rank_roots(peer_ends: list[tuple], candidates: list[int]) -> list[int | None]:
+    """The pid of each rank: the process holding the socket at the far end of the launcher's
+    connection to that rank (the kernel's answer, not the rank's own report)."""
+    sockets = {**_dump(socket.AF_INET), **_dump(socket.AF_INET6)}
+    by_local = {s.local: inode for inode, s in sockets.items()}
+    return [owner_pid(by_local[end], candidates) if end in by_local else None for end in peer_ends]
+
+
+class RunMeter:
+    """Measures one run: make it before the tasks go out, call done() once every reply is in."""
+
+    def __init__(self, peer_ends: list[tuple], candidates: list[int], find=None):
+        """candidates: the processes the ranks may be among; find() lists them again after the run
+        (ranks may fork), default: the same list."""
+        self.find = find or (lambda: candidates)
+        self.roots = rank_roots(peer_ends, candidates)
+        self.before = self._snapshot(candidates)
+
+    def _snapshot(self, candidates: list[int]) -> Snapshot:
+        trees = processes_of([pid for pid in self.roots if pid is not None], among=candidates)
+        rank_pids, trees = {}, iter(trees)
+        for rank, pid in enumerate(self.roots):
+            if pid is not None:
+                rank_pids[rank] = next(trees)
+        return snapshot(rank_pids)
+
+    def done(self) -> list[tuple[int, int]] | None:
+        """Per rank (bytes sent to other ranks, bytes received from them); None if a rank's process
+        could not be found (then nothing is claimed)."""
+        if None in self.roots:
+            return None
+        try:
+            return between(self.before, self._snapshot(self.find()), len(self.roots))
+        except OSError:
+            return None
+
+
+def disagreements(counters: list, wire: list[tuple[int, int]]) -> list[str]:
+    """Where the runtime's counters of a run (Counters per rank, written in the rank processes) and the
+    kernel's counts (`wire`) cannot both be true: a rank that sent fewer bytes to the other ranks
+    than its counters claim, or more than they allow (payload plus framing per message). [] when
+    they agree, or when a rank used an op this check does not model (the provided collectives)."""
+    if any(set(c.by_op) - POINT_TO_POINT for c in counters):
+        return []
+    problems = []
+    for rank, (c, (sent, received)) in enumerate(zip(counters, wire)):
+        other = sum(count.calls for name, count in c.by_op.items() if name == "barrier")
+        most_sent = c.bytes_sent * (1 + PAYLOAD_SHARE) + SEND_OVERHEAD * c.messages_sent + RECV_OVERHEAD * c.messages_recv + \
+            OTHER_OP_OVERHEAD * other
+        most_received = c.bytes_recv * (1 + PAYLOAD_SHARE) + SEND_OVERHEAD * c.messages_recv + RECV_OVERHEAD * c.messages_sent + \
+            OTHER_OP_OVERHEAD * other
+        if not c.bytes_sent <= sent <= most_sent or not c.bytes_recv <= received <= most_received:
+            problems.append(f"rank {rank}'s counters say it sent {c.messages_sent} messages ({c.bytes_sent} B) and "
+                            f"received {c.messages_recv} ({c.bytes_recv} B), but the kernel counted {sent} B sent "
+                            f"to the other ranks and {received} B received from them (at most {most_sent:.0f} and "
+                            f"{most_received:.0f} B with each message's framing)")
+    return problems

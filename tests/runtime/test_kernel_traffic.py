@@ -1,0 +1,115 @@
+"""observe/kernel_traffic.py: the bytes between rank processes as the kernel counts them (gloo, real
+processes), and the cross-check of the runtime's counters against them."""
+
+import sys
+
+import pytest
+import torch
+
+from minitorch_dist import launch
+from minitorch_dist.runtime.observe import kernel_traffic
+from minitorch_dist.runtime.observe.kernel_traffic import disagreements
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux") or not kernel_traffic.available(),
+                                reason="sock_diag (Linux) is needed to read the kernel's per-socket counts")
+
+
+@pytest.fixture
+def measured(monkeypatch):
+    monkeypatch.setenv(kernel_traffic.VAR, "1")
+
+
+def traffic(group, kind, n):
+    """Point-to-point traffic of one kind from rank 0 to every other rank (or a ring of sendrecv)."""
+    x, got = torch.ones(n), torch.empty(n)
+    right, left = (group.rank + 1) % group.size, (group.rank - 1) % group.size
+    if kind == "ring":
+        for _ in range(3):
+            group.sendrecv(x, right, got, left)
+    elif kind == "isend":
+        handles = [group.isend(x, r) for r in range(1, group.size)] if group.rank == 0 else [group.irecv(got, 0)]
+        for h in handles:
+            h.wait()
+    else:
+        if group.rank == 0:
+            for r in range(1, group.size):
+                group.send(x, r)
+        else:
+            group.recv(got, 0)
+        group.barrier()
+    return 0
+
+
+@pytest.mark.parametrize("kind,n,p", [("ring", 1, 3), ("ring", 70000, 2), ("isend", 5, 4), ("send", 300000, 5)])
+def test_the_kernel_counts_the_payload_plus_framing_and_agrees_with_the_counters(measured, kind, n, p):
+    res = launch(traffic, p, args=(kind, n), collectives=False, fresh=True)
+    assert res.wire is not None and len(res.wire) == p
+    for c, (sent, received) in zip(res.counters, res.wire):
+        assert c.bytes_sent <= sent <= c.bytes_sent + 1024 * (c.messages_sent + c.messages_recv + 1)
+        assert c.bytes_recv <= received
+    assert sum(s for s, _ in res.wire) == sum(r for _, r in res.wire)       # every byte sent was received
+    assert disagreements(res.counters, res.wire) == []
+
+
+def forged(group, n):
+    """Rank 0 sends the whole buffer to every rank, then every rank rewrites its counters to claim a
+    ring's messages: what a submission that runs the naive algorithm would report as a ring."""
+    from minitorch_dist.runtime.observe.trace import OpCount
+    x = torch.ones(n)
+    if group.rank == 0:
+        for r in range(1, group.size):
+            group.send(x, r)
+    else:
+        group.recv(x, 0)
+    chunk = 4 * (n // group.size)
+    steps = 2 * (group.size - 1)
+    group.counters.by_op.clear()
+    group.counters.by_op["sendrecv"] = OpCount(steps, steps, steps * chunk, steps, steps * chunk)
+    return 0
+
+
+def test_forged_counters_disagree_with_the_kernel(measured):
+    res = launch(forged, 3, args=(3000,), collectives=False)
+    problems = disagreements(res.counters, res.wire)
+    assert len(problems) == 3, problems                       # the root sent more, the others less
+    assert "rank 1's counters say it sent 4 messages" in problems[1] and "kernel counted 48 B sent" in problems[1]
+
+
+_KEPT = []        # a rank process's side-channel sockets, kept open past the run
+
+
+def side_channel(group):
+    """Rank 0 sends 100,000 bytes to rank 1 over a TCP connection of their own, outside the Group;
+    both keep their end open after the run."""
+    import socket
+    if group.rank == 1:
+        server = socket.create_server(("127.0.0.1", 0))
+        group.send(torch.tensor([server.getsockname()[1]]), 0)
+        conn, _ = server.accept()
+        got = 0
+        while got < 100_000:
+            got += len(conn.recv(1 << 16))
+        _KEPT.append(conn)
+    else:
+        port = torch.zeros(1, dtype=torch.int64)
+        group.recv(port, 1)
+        conn = socket.create_connection(("127.0.0.1", int(port)))
+        conn.sendall(b"x" * 100_000)
+        _KEPT.append(conn)
+    return 0
+
+
+def test_a_side_channel_between_ranks_is_counted(measured):
+    """The counters see one 8-byte message to rank 0; the kernel sees the 100,000 bytes rank 0 sent
+    on its own connection too. (A connection closed before the run ends is not seen: its counts go
+    with it.)"""
+    res = launch(side_channel, 2, collectives=False, fresh=True)
+    assert res.wire[0][0] >= 100_000 and res.counters[0].bytes_sent == 0
+    assert disagreements(res.counters, res.wire)
+
+
+def test_nothing_is_measured_unless_asked_or_on_sim(monkeypatch):
+    monkeypatch.delenv(kernel_traffic.VAR, raising=False)
+    assert launch(traffic, 2, args=("ring", 4), collectives=False).wire is None
+    monkeypatch.setenv(kernel_traffic.VAR, "1")
+    assert launch(traffic, 2, args=("ring", 4), collectives=False, backend="sim").wire is None
