@@ -124,6 +124,8 @@ def main() -> None:
     if os.environ.get("AUTOGRADER_NETNS") == "1":
         from autograder.sandbox import isolate_network
         network = isolate_network()
+        if network.startswith("active"):     # one test at a time in it: whole-namespace counts are its own
+            os.environ["MINITORCH_DIST_PRIVATE_NETNS"] = "1"
     _preload()
     global _BASELINE_KIB
     import resource

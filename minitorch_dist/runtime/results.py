@@ -26,6 +26,7 @@ class RunResult(list):
         self.wall_time = wall_time
         self.sim_time = sim_time
         self.wire = wire
+        self.wire_unseen: int | None = None     # bytes on connections closed within the run (private netns)
 
     @property
     def world_size(self) -> int:

@@ -221,7 +221,9 @@ def launch(fn, world_size: int | None = None, *, args=(), kwargs=None, rank_args
     events = [e for r in replies for e in r[3]]
     wire = meter.done() if meter is not None else None
     _drop_pool_if_unmatched(counters)
-    return RunResult(values, counters, events, backend, time.perf_counter() - started, wire=wire)
+    result = RunResult(values, counters, events, backend, time.perf_counter() - started, wire=wire)
+    result.wire_unseen = meter.unseen if meter is not None else None
+    return result
 
 
 def _drop_pool_if_unmatched(counters) -> None:
