@@ -22,6 +22,8 @@ from autograder import feedback
 from autograder.collect import pytest_args
 from autograder.results import GradedTest, tail
 
+INPUT_SECRET = "input-secret"     # this grading's secret for the tests' inputs, a root-only file in `records`
+
 
 def _records(path: str, nonce: str, cases: list[str]) -> tuple[dict, str | None, list[str]]:
     """({node id: outcome record}, node id of the last case started, collection errors) from a run."""
@@ -69,7 +71,7 @@ def run_test(runner, root: str, test: GradedTest, records: str, deadline: float,
     output = os.path.join(records, f"{nonce}.out")
     env = {"AUTOGRADER_RESULTS": results, "AUTOGRADER_NONCE": nonce,
            "MINITORCH_DIST_DEADLINE": f"{min(deadline, max(1.0, test.limit / 2)):g}",
-           "MINITORCH_DIST_DEVICE": device}
+           "MINITORCH_DIST_DEVICE": device, "AUTOGRADER_INPUT_SECRET_FILE": os.path.join(records, INPUT_SECRET)}
     scratch = box.job_scratch(nonce) if box is not None else None
     try:
         reply = runner.run(pytest_args(root, test.cases), env, output, test.limit, box=box, scratch=scratch)
@@ -122,6 +124,20 @@ def run_test(runner, root: str, test: GradedTest, records: str, deadline: float,
         test.notes.append(f"Internal grader error ({type(exc).__name__}: {exc}); please tell the course staff.")
 
 
+def draw_input_secret(records: str) -> str:
+    """Write a fresh secret for this grading's test inputs to `records`/INPUT_SECRET (mode 600); its path.
+
+    The test processes read it (AUTOGRADER_INPUT_SECRET_FILE, assignments/common/rank_inputs.py) and
+    make every rank's input from it. A file, not the secret itself in the job's environment: the zygote
+    holds each job it reads in its memory, and the rank hosts it forks (and their ranks) inherit that
+    memory; the records folder is root-only, out of the sandbox uid's reach."""
+    path = os.path.join(records, INPUT_SECRET)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(secrets.token_hex(32))
+    return path
+
+
 def task_order(test: GradedTest) -> tuple:
     """Sort key: the task numbers in the test's name (1.2 before 1.10), unnamed last."""
     m = re.search(r" (\d+)\.(\d+) ", test.name)
@@ -133,6 +149,7 @@ def run_all(runners, tests, kit, records, deadline, replaced, quiet, boxes=None,
     """Run every test, one per runner at a time; the longest time limits start first.
     stop_at_first_failure: no test starts once one has lost points (those left are not run and
     count as failed, "not run")."""
+    draw_input_secret(records)
     todo = queue.Queue()
     for test in sorted(tests, key=lambda t: -t.limit) if len(runners) > 1 else tests:
         todo.put(test)

@@ -4,6 +4,7 @@ computed, and turn failures into short feedback. Verdicts are not taken here (ea
 
     results = run_batched(rank_fn, cases, p, key=lambda c: c.fn)    # grading process
     run_case_list(group, cases, run_one, key)                        # rank side (inside rank_fn)
+    run_batched(..., inputs=[[x_rank0, x_rank1, ...] per case])      # each rank gets its own inputs only
 
 A batch runs every case in one launch (a launch on a warm pool costs milliseconds, a new world
 size about half a second). A case that raises on a rank stops the launch; that case gets the
@@ -16,13 +17,19 @@ by the sandbox's rank host and what comes back is plain data. Rank functions are
 reference, so the harness modules are imported by full name (assignments.common.rank_runs,
 assignments.hw1.tests.hw1_ranks, ...) from the kit root, which ranks can import. A failing case's
 exception is registered as plain data (CaseFailed) so its fields come back.
+
+Inputs: a harness that makes its cases' inputs in the test process (rank_inputs.py: from a secret,
+so that no rank can rebuild another's) passes them as `inputs`; each launch sends every rank only
+its own (launch's rank_args), and run_case_list hands run_one that rank's input of the case.
 """
 
 from __future__ import annotations
 
+import copy
 import os
 import traceback
 
+from assignments.common.rank_inputs import for_ranks
 from minitorch_dist import LaunchError, PeerFailedError, RankError, SimNetwork, launch, shutdown
 from minitorch_dist.runtime.launching.plain import plain_record
 
@@ -59,8 +66,10 @@ def student_frames(exc: BaseException, harness_suffix: str = "_ranks.py") -> str
     return "".join(traceback.format_list(frames[-4:])).rstrip()
 
 
-def run_case_list(group, cases, run_one, key) -> list[dict]:
-    """Rank code: run_one(case, group) -> dict for every case, in order.
+def run_case_list(group, cases, run_one, key, inputs=None) -> list[dict]:
+    """Rank code: run_one(case, group) -> dict for every case, in order; with `inputs` (this rank's
+    own input of each case, from run_batched), run_one(case, group, a copy of the case's input):
+    on sim the ranks are threads of the test process, whose own inputs must stay as they were.
 
     A NotImplementedError gives {"error": "NotImplementedError: ..."} for that case and every later
     case with the same key(case); any other exception stops the launch with CaseFailed.
@@ -71,7 +80,8 @@ def run_case_list(group, cases, run_one, key) -> list[dict]:
             results.append({"error": missing[key(case)]})
             continue
         try:
-            results.append(run_one(case, group))
+            own = () if inputs is None else (copy.deepcopy(inputs[index]),)
+            results.append(run_one(case, group, *own))
         except NotImplementedError as exc:         # a stub: raised on every rank before any message
             missing[key(case)] = f"{STUB}{exc}"
             results.append({"error": missing[key(case)]})
@@ -84,16 +94,17 @@ def run_case_list(group, cases, run_one, key) -> list[dict]:
 
 # -- in the grading process -----------------------------------------------------------------
 def launch_for_tests(fn, p: int, args=(), backend: str = "gloo", network: SimNetwork | None = None,
-                     collectives: bool = True, trace: bool = False):
+                     collectives: bool = True, trace: bool = False, rank_args=None):
     """launch() as the homework tests use it: deadline from MINITORCH_DIST_DEADLINE, else
     DEFAULT_DEADLINE; a RUN_TIMEOUT on the whole run (gloo/mpi). Under the autograder every
     backend, sim included, runs in the sandbox's rank host (minitorch_dist.runtime.launching.host).
+    rank_args: launch()'s, each rank's own arguments after `args`.
     """
     deadline = "default" if os.environ.get("MINITORCH_DIST_DEADLINE") else DEFAULT_DEADLINE
     if backend == "sim":
-        return launch(fn, p, args=args, backend="sim", collectives=collectives, trace=trace,
+        return launch(fn, p, args=args, rank_args=rank_args, backend="sim", collectives=collectives, trace=trace,
                       network=network or SimNetwork())
-    return launch(fn, p, args=args, backend=backend, collectives=collectives, trace=trace,
+    return launch(fn, p, args=args, rank_args=rank_args, backend=backend, collectives=collectives, trace=trace,
                   deadline=deadline, timeout=RUN_TIMEOUT)
 
 
@@ -117,10 +128,12 @@ def error_text(err: BaseException) -> str:
 
 
 def run_batched(rank_fn, cases, p: int, key, describe, backend: str = "gloo", network=None,
-                leaked=None, **options) -> list[tuple]:
+                leaked=None, inputs=None, **options) -> list[tuple]:
     """Run `cases` on p ranks, rank_fn(group, cases) -> [dict per case]; returns per case
     ("ok", [each rank's dict], sim_time or None) or ("error", message). Errors are recorded, never
     raised. leaked(per_rank) -> True when the case left a message in flight (fresh ranks for the rest).
+    inputs: one list of p per-rank inputs per case (made in this process); then each launch runs
+    rank_fn(group, cases, own) on rank r with own = [rank r's input of each case], sent to it alone.
     """
     cases = list(cases)
     out: list[tuple | None] = [None] * len(cases)
@@ -133,12 +146,14 @@ def run_batched(rank_fn, cases, p: int, key, describe, backend: str = "gloo", ne
             pending.append(i)
     while pending:
         batch = [cases[i] for i in pending]
+        own = None if inputs is None else for_ranks([inputs[i] for i in pending])
         try:
-            result = launch_for_tests(rank_fn, p, (batch,), backend, network, **options)
+            result = launch_for_tests(rank_fn, p, (batch,), backend, network, rank_args=own, **options)
         except (RankError, LaunchError) as err:
             failed = getattr(err, "cause", None)
             if not isinstance(failed, CaseFailed):
-                _run_apart(rank_fn, cases, pending, out, p, key, describe, backend, network, leaked, err, options)
+                _run_apart(rank_fn, cases, pending, out, p, key, describe, backend, network, leaked, err, options,
+                           inputs)
                 break
             i = pending[failed.index]
             later = set(pending[failed.index + 1:])        # not reached: cases before it succeeded
@@ -174,13 +189,15 @@ def run_batched(rank_fn, cases, p: int, key, describe, backend: str = "gloo", ne
     return out
 
 
-def _run_apart(rank_fn, cases, pending, out, p, key, describe, backend, network, leaked, err, options) -> None:
+def _run_apart(rank_fn, cases, pending, out, p, key, describe, backend, network, leaked, err, options,
+               inputs=None) -> None:
     """A launch failed without naming its case (a rank died, a timeout): run each key alone."""
     keys = sorted({key(cases[i]) for i in pending})
     if len(keys) > 1:
         for k in keys:
             mine = [i for i in pending if key(cases[i]) == k]
-            got = run_batched(rank_fn, [cases[i] for i in mine], p, key, describe, backend, network, leaked, **options)
+            got = run_batched(rank_fn, [cases[i] for i in mine], p, key, describe, backend, network, leaked,
+                              inputs=None if inputs is None else [inputs[i] for i in mine], **options)
             for i, o in zip(mine, got):
                 out[i] = o
         return

@@ -47,12 +47,12 @@ def sizes(fn: str, p: int, seed: int, **fields) -> list[Case]:
 
 
 def all_reduce_cases(fn: str, p: int) -> list[Case]:
-    cases = [Case(fn, big(p), inputs="rank", tag="core"), Case(fn, big(p), seed=1, tag="core")]
+    cases = [Case(fn, big(p), inputs="constant", tag="core"), Case(fn, big(p), seed=1, tag="core")]
     cases += sizes(fn, p, seed=2)
     if p in VARIANT_WORLD_SIZES:
         for name, fields in VARIANTS.items():
             cases.append(Case(fn, 60 + p, seed=10, tag=f"variant:{name}", **fields))
-        cases.append(Case(fn, 60 + p, inputs="rank", op="max", tag="variant:max"))
+        cases.append(Case(fn, 60 + p, inputs="constant", op="max", tag="variant:max"))
     return cases
 
 
@@ -63,7 +63,7 @@ def tree_cases(p: int) -> list[Case]:
     for root in roots:
         cases += [Case("broadcast", big(p), root=root, seed=20 + root, tag="core"),
                   Case("reduce", big(p), root=root, seed=30 + root, tag="core"),
-                  Case("reduce", big(p), root=root, inputs="rank", op="max", tag="core")]
+                  Case("reduce", big(p), root=root, inputs="constant", op="max", tag="core")]
     cases += sizes("broadcast", p, seed=40, root=p - 1) + sizes("reduce", p, seed=50, root=p // 2)
     cases += [Case("broadcast", 33, dtype="int64", root=p // 2, seed=60, tag="variant"),
               Case("broadcast", 33, dtype="bfloat16", root=p - 1, seed=61, tag="variant"),
@@ -76,7 +76,7 @@ def ring_cases(p: int) -> list[Case]:
     """reduce_scatter_ and all_gather_ on flat buffers, and the provided wrappers over them."""
     cases = []
     for fn in ("reduce_scatter_", "all_gather_"):
-        cases += [Case(fn, big(p), inputs="rank", tag="core"), Case(fn, big(p), seed=70, tag="core"),
+        cases += [Case(fn, big(p), inputs="constant", tag="core"), Case(fn, big(p), seed=70, tag="core"),
                   Case(fn, 8 * p, seed=71, tag="core")]
         cases += sizes(fn, p, seed=72)
         cases += [Case(fn, 3 * p + 1, dtype="int64", seed=76, tag="variant"),

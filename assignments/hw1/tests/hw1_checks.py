@@ -3,9 +3,9 @@
     problems = result_problems(outcome)        # [] when the case is right
     judge(outcomes, result_problems, traffic_problems)   # fails the test with a clear message
 
-The reference stacks the p ranks' inputs in one process and reduces them in float64 (exact
-in int64 for integers, and for max/min). Floating-point sums may differ from it by rounding
-only: |got - exact| <= (p + 1) * eps(dtype) * sum_r |x_r| elementwise. Counters are checked
+The reference stacks the p ranks' inputs (made in this process, kept in the Outcome) and reduces
+them in float64 (exact in int64 for integers, and for max/min). Floating-point sums may differ from
+it by rounding only: |got - exact| <= (p + 1) * eps(dtype) * sum_r |x_r| elementwise. Counters are checked
 against minitorch_dist.cost_model.traffic and the exact per-rank counts of each algorithm.
 """
 
@@ -18,7 +18,7 @@ import torch
 from assignments.common.one_rank import on_one_rank
 from assignments.common.rank_runs import error_text, fail, judge  # noqa: F401 (the tests import them from here)
 from assignments.hw1.tests.hw1_harness import Outcome, try_launch
-from assignments.hw1.tests.hw1_ranks import DTYPES, make_input, rank_fit_alpha_beta
+from assignments.hw1.tests.hw1_ranks import DTYPES, rank_fit_alpha_beta
 from minitorch_dist import cost_model
 from minitorch_dist.collectives import chunk_bounds
 
@@ -43,8 +43,7 @@ def combine(inputs: list[torch.Tensor], op: str) -> tuple[torch.Tensor, torch.Te
 
 def expectations(o: Outcome):
     """(rank, what, got, expected, tolerance, note) for every value the case's contract fixes."""
-    case, p = o.case, o.p
-    inputs = [make_input(case, r, p) for r in range(p)]
+    case, p, inputs = o.case, o.p, o.inputs
     fn = case.fn
     if fn in ALL_REDUCES:
         want, tol = combine(inputs, case.op)

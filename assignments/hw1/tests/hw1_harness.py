@@ -6,13 +6,16 @@
 A test describes its inputs as Cases (function, n, dtype, op, inputs, root). The harness runs
 a list of cases on p ranks in one launch (launch per world size, not per case: a launch on a
 warm pool costs milliseconds, a new world size about half a second) with the provided
-collectives switched off, as HW1 requires. Each rank returns, per case, its x after the call,
-the returned value and its message counters. Ranks never assert: the verdict is taken in the
-grading process (hw1_checks.py) against a single-process reference.
+collectives switched off, as HW1 requires. Every rank's x is made here, in the grading process,
+from the grading's secret (hw1_inputs.py), and each rank receives only its own; the Outcome keeps
+all of them. Each rank returns, per case, its x after the call, the returned value and its
+message counters. Ranks never assert: the verdict is taken in the grading process (hw1_checks.py)
+against a single-process reference computed from the kept inputs.
 
-Files: hw1_ranks.py (cases, inputs, rank code), this file (launching, suites), hw1_checks.py (the
-verdict), assignments/common/rank_runs.py (batched launches, the stub memo and the judge, shared by
-every homework) and one_rank.py (a single call such as fit_alpha_beta, on one rank). They are
+Files: hw1_ranks.py (cases, rank code), hw1_inputs.py (the inputs), this file (launching, suites),
+hw1_checks.py (the verdict), assignments/common/rank_runs.py (batched launches, the stub memo and the
+judge) and rank_inputs.py (inputs from the secret), shared by every homework, and one_rank.py (a
+single call such as fit_alpha_beta, on one rank). They are
 modules of the package `assignments`, imported by full name (assignments.hw1.tests.hw1_ranks): rank
 functions are pickled by reference, and a rank imports them from the kit root. A case that raises on
 a rank stops the launch; the harness records that case's error and runs the other cases again, so
@@ -25,7 +28,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from assignments.common import rank_runs
-from assignments.hw1.tests.hw1_ranks import (BAD_INPUTS, DTYPES, Case, make_input, rank_all_but_last,  # noqa: F401
+from assignments.hw1.tests.hw1_inputs import constants, make_inputs
+from assignments.hw1.tests.hw1_ranks import (BAD_INPUTS, DTYPES, Case, rank_all_but_last,  # noqa: F401
                                              rank_call_bad, rank_ping_pong, run_cases_on_rank)
 from minitorch_dist import SimNetwork
 
@@ -34,7 +38,7 @@ TASK_OF = {"ping_pong": "task1_1", "fit_alpha_beta": "task1_1", "broadcast": "ta
            "reduce_scatter": "task1_3", "naive_all_reduce": "task1_4", "tree_all_reduce": "task1_5",
            "butterfly_all_reduce": "task1_6", "ring_all_reduce": "task1_7"}
 HW1_LAUNCH = {"collectives": False, "trace": False}      # HW1 builds the collectives; no trace needed
-__all__ = ["BAD_INPUTS", "DTYPES", "Case", "make_input", "rank_all_but_last", "rank_call_bad", "rank_ping_pong",
+__all__ = ["BAD_INPUTS", "DTYPES", "Case", "make_inputs", "rank_all_but_last", "rank_call_bad", "rank_ping_pong",
            "Outcome", "launch_hw1", "try_launch", "run_cases", "select_tasks", "Suite"]
 select_tasks = rank_runs.select_tasks
 
@@ -46,6 +50,7 @@ class Outcome:
     case: Case
     p: int
     backend: str
+    inputs: list = field(default_factory=list)     # x before the call, per rank (made here, hw1_inputs.py)
     xs: list = field(default_factory=list)         # x after the call, per rank
     rets: list = field(default_factory=list)       # returned tensor when it is not x itself, else None
     ret_is_x: list = field(default_factory=list)   # the call returned x itself, per rank
@@ -56,7 +61,8 @@ class Outcome:
 
     @property
     def label(self) -> str:
-        return f"{self.case.describe(self.p)} on {self.backend}"
+        held = f", c = {constants(self.case, self.p)}" if self.case.inputs == "constant" else ""
+        return f"{self.case.describe(self.p)}{held} on {self.backend}"
 
 
 # -- in the grading process -----------------------------------------------------------------
@@ -82,16 +88,17 @@ def _leaked(per_rank: list[dict]) -> bool:
 def run_cases(cases, p: int, backend: str = "gloo", network: SimNetwork | None = None) -> list[Outcome]:
     """Run `cases` on p ranks; one Outcome per case, in order (errors recorded, never raised)."""
     cases = list(cases)
+    inputs = [make_inputs(case, p) for case in cases]
     got = rank_runs.run_batched(run_cases_on_rank, cases, p, key=lambda c: c.fn, describe=Case.describe,
-                                backend=backend, network=network, leaked=_leaked, **HW1_LAUNCH)
-    return [_outcome(case, p, backend, res) for case, res in zip(cases, got)]
+                                backend=backend, network=network, leaked=_leaked, inputs=inputs, **HW1_LAUNCH)
+    return [_outcome(case, p, backend, xs, res) for case, xs, res in zip(cases, inputs, got)]
 
 
-def _outcome(case: Case, p: int, backend: str, res: tuple) -> Outcome:
+def _outcome(case: Case, p: int, backend: str, inputs: list, res: tuple) -> Outcome:
     if res[0] == "error":
-        return Outcome(case, p, backend, error=res[1])
+        return Outcome(case, p, backend, inputs, error=res[1])
     per_rank = res[1]
-    return Outcome(case, p, backend, xs=[r["x"] for r in per_rank], rets=[r["ret"] for r in per_rank],
+    return Outcome(case, p, backend, inputs, xs=[r["x"] for r in per_rank], rets=[r["ret"] for r in per_rank],
                    ret_is_x=[r["ret_is_x"] for r in per_rank], ret_types=[r["ret_type"] for r in per_rank],
                    counts=[r["counts"] for r in per_rank], sim_time=res[2])
 

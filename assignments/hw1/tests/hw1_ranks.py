@@ -1,8 +1,9 @@
-"""Homework 1 test harness, rank side: the cases, their inputs, and the code each rank runs.
+"""Homework 1 test harness, rank side: the cases and the code each rank runs.
 
 Everything here runs inside the rank processes (or sim threads) and only reports: what x holds
 after the call, what was returned, how many messages were sent. It never judges; the verdict
-is taken in the grading process (hw1_checks.py). See hw1_harness.py for how cases are run.
+is taken in the grading process (hw1_checks.py). Each rank's x is made in the grading process
+(hw1_inputs.py) and comes to the rank as its own argument. See hw1_harness.py for how cases are run.
 """
 
 from __future__ import annotations
@@ -21,11 +22,12 @@ DTYPES = {"float32": torch.float32, "float64": torch.float64, "float16": torch.f
 
 @dataclass(frozen=True)
 class Case:
-    """One call of a homework function on every rank, with inputs the harness makes.
+    """One call of a homework function on every rank, with inputs the harness makes (hw1_inputs.py).
 
     fn:     the function's name in minitorch_dist.collectives ("ring_all_reduce", "broadcast", ...)
     n:      elements of x on each rank (x's shape is `shape` if given, else (n,))
-    inputs: "rank" (rank r holds r everywhere: sums to p(p-1)/2) or "random" (seeded per rank)
+    inputs: "constant" (rank r holds one integer c[r] everywhere, drawn from the grading's secret)
+            or "random" (drawn per rank from the secret and `seed`)
     tag:    which test looks at the case
     """
 
@@ -44,30 +46,8 @@ class Case:
         size = f"shape={self.shape}" if self.shape is not None else f"n={self.n}"
         op = "" if self.fn in ("broadcast", "all_gather_", "all_gather") else f", op={self.op}"
         root = f", root={self.root}" if self.fn in ("broadcast", "reduce") else ""
-        inputs = "rank r holds r" if self.inputs == "rank" else f"random inputs, seed {self.seed}"
+        inputs = "rank r holds c[r] everywhere" if self.inputs == "constant" else f"random inputs, seed {self.seed}"
         return f"{self.fn}(p={p}, {size}, {self.dtype}{op}{root}; {inputs})"
-
-
-def make_input(case: Case, rank: int, p: int) -> torch.Tensor:
-    """Rank `rank`'s x for `case`: the same on every call (closed form or seeded random)."""
-    shape = tuple(case.shape) if case.shape is not None else (case.n,)
-    dtype = DTYPES[case.dtype]
-    if case.inputs == "rank":
-        return torch.full(shape, rank, dtype=dtype)
-    numel = 1
-    for d in shape:
-        numel *= d
-    g = torch.Generator().manual_seed(case.seed * 1_000_003 + p * 1009 + rank * 7 + 1)
-    if dtype.is_floating_point:
-        if case.op == "prod":                              # near 1: products stay well scaled
-            values = torch.rand(numel, generator=g, dtype=torch.float64) + 0.5
-        else:
-            values = torch.randn(numel, generator=g, dtype=torch.float64)
-    else:
-        low, high = (1, 3) if case.op == "prod" else ((0, 32) if dtype == torch.uint8 else (-1000, 1000))
-        values = torch.randint(low, high, (numel,), generator=g, dtype=torch.int64)
-    return values.to(dtype).reshape(shape)
-
 
 
 # -- on the ranks ---------------------------------------------------------------------------
@@ -89,8 +69,8 @@ def _snapshot(counters) -> dict:
             "recv": counters.messages_recv, "bytes_recv": counters.bytes_recv, "collectives": provided}
 
 
-def _run_one(case: Case, group) -> dict:
-    x = make_input(case, group.rank, group.size).to(group.device)     # the run's device (cpu or a GPU)
+def _run_one(case: Case, group, x: torch.Tensor) -> dict:
+    x = x.to(group.device)                   # this rank's own input, to the run's device (cpu or a GPU)
     before = _snapshot(group.counters)
     ret = _call(case, x, group)
     after = _snapshot(group.counters)
@@ -99,10 +79,11 @@ def _run_one(case: Case, group) -> dict:
             "counts": {k: after[k] - before[k] for k in after}}
 
 
-def run_cases_on_rank(group, cases: list[Case]) -> list[dict]:
-    """Rank code: run every case in order; per case x after the call, the return value, counters
-    (rank_runs.run_case_list: a stub's error is recorded per function, other errors stop the launch)."""
-    return run_case_list(group, cases, _run_one, key=lambda c: c.fn)
+def run_cases_on_rank(group, cases: list[Case], inputs: list[torch.Tensor]) -> list[dict]:
+    """Rank code: run every case in order on this rank's own x of each (`inputs`, made in the grading
+    process); per case x after the call, the return value, counters (rank_runs.run_case_list: a stub's
+    error is recorded per function, other errors stop the launch)."""
+    return run_case_list(group, cases, _run_one, key=lambda c: c.fn, inputs=inputs)
 
 
 def plain(value):

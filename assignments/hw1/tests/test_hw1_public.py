@@ -22,9 +22,9 @@ def public_cases(p: int) -> list[Case]:
     n = 1000 + 7 * p + 3                      # p does not divide n: chunks differ by one element
     cases = []
     for fn in ALL_REDUCES:
-        cases += [Case(fn, n, inputs="rank"), Case(fn, n, seed=1), Case(fn, p - 1, seed=2)]
+        cases += [Case(fn, n, inputs="constant"), Case(fn, n, seed=1), Case(fn, p - 1, seed=2)]
     cases += [Case("broadcast", n, root=1, seed=3), Case("reduce", n, root=p - 1, seed=4),
-              Case("reduce", n, inputs="rank", op="max", root=1)]
+              Case("reduce", n, inputs="constant", op="max", root=1)]
     cases += [Case("reduce_scatter_", n, seed=5), Case("all_gather_", n, seed=6),
               Case("reduce_scatter_", p - 1, seed=7), Case("all_gather_", p - 1, seed=8)]
     return cases
