@@ -7,13 +7,16 @@
     python -m autograder.batch hw1 ../export/ --out ../grades/ --force         # grade every submission again
 
 What it reads (found by looking at the folder):
-  - a Gradescope export: submission_metadata.yml beside submission_<id>/ folders (the student is
-    the first submitter's sid, else email, else name);
+  - a Gradescope export: submission_metadata.yml beside submission_<id>/ folders (a student is a
+    submitter's sid, else email, else name; a group submission is graded once and every member gets
+    its results.json and a gradebook row);
   - an nbgrader tree: submitted/<student>/<hw>/ (the folder given, or its submitted/);
   - anything else: every <student>.zip and every <student>/ folder in it.
 What it writes, in --out: <student>/results.json (Gradescope's format, extra_data.batch says which
-submission, its digest and when) and gradebook.csv: student, total, max, one column per task, and
-with --notebook-grades (nbgrader's `export` CSV) the notebook's points and the sum.
+submission, its digest, its group's members and when) and gradebook.csv (autograder/gradebook.py): code
+and bonus points with their maxima, one column per task, with --notebook-grades (nbgrader's `export`
+CSV) the notebook's points and maximum, the total, and the problems found (a student in one source
+and not the other, ...), which also go to stderr.
 
 Resumable: a student whose results.json was graded from the same submission (its digest), the same
 test files, the same kit and the same score options (--only, --tests, --device, --limit, --deadline;
@@ -28,7 +31,6 @@ a worker; --workers K runs K of them on disjoint shares of the students. Progres
 from __future__ import annotations
 
 import argparse
-import csv
 import glob
 import json
 import os
@@ -37,15 +39,16 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from autograder.collect import DEFAULT_LIMIT
 from autograder.devices import resolve_device
+from autograder.gradebook import write_gradebook
 from autograder.options import add_score_options, as_arguments, score_options
+from autograder.results import out_of
 from autograder.resume import digest, grading_key, previous_results, why_regrade
 from autograder.session import DEFAULT_DEADLINE
 
-TASK = re.compile(r"^HW\d+ (\d+(?:\.\d+)?)")
 
 
 @dataclass(frozen=True)
@@ -53,6 +56,12 @@ class Submission:
     student: str
     path: str
     source: str          # "gradescope", "nbgrader" or "folder"
+    members: tuple[str, ...] = field(default=())     # a group submission's students, `student` first
+
+    @property
+    def students(self) -> tuple[str, ...]:
+        """Every student this submission counts for (each gets its results.json)."""
+        return self.members or (self.student,)
 
 
 def _gradescope(folder: str) -> list[Submission]:
@@ -62,9 +71,10 @@ def _gradescope(folder: str) -> list[Submission]:
     out = []
     for key, info in sorted(meta.items()):
         people = (info or {}).get(":submitters") or [{}]
-        who = people[0]
-        student = str(who.get(":sid") or who.get(":email") or who.get(":name") or key)
-        out.append(Submission(_safe(student), os.path.join(folder, key), "gradescope"))
+        members = tuple(dict.fromkeys(_safe(str(who.get(":sid") or who.get(":email") or who.get(":name") or key))
+                                      for who in people))
+        out.append(Submission(members[0], os.path.join(folder, key), "gradescope",
+                              members if len(members) > 1 else ()))
     return out
 
 
@@ -110,8 +120,9 @@ def grade_all(homework: str, subs: list[Submission], out: str, jobs: int = 2, on
     todo, reasons = [], Counter()
     for sub in subs:
         dig = digest(sub.path)
-        why = "--force" if force else why_regrade(previous_results(os.path.join(out, sub.student, "results.json")),
-                                                   dig, key)
+        why = "--force" if force else next(filter(None, (
+            why_regrade(previous_results(os.path.join(out, student, "results.json")), dig, key)
+            for student in sub.students)), None)
         if why:
             todo.append((sub, dig))
             reasons[why] += 1
@@ -129,52 +140,16 @@ def grade_all(homework: str, subs: list[Submission], out: str, jobs: int = 2, on
         for i, (sub, dig) in enumerate(todo, 1):
             start = time.monotonic()
             results = session.grade(sub.path, only=only)
-            results.setdefault("extra_data", {})["batch"] = {"student": sub.student, "submission": sub.path,
-                                                             "source": sub.source, "digest": dig, "key": key,
-                                                             "graded_at": time.strftime("%Y-%m-%dT%H:%M:%S")}
-            _write(os.path.join(out, sub.student, "results.json"), results)
+            batch = {"submission": sub.path, "source": sub.source, "digest": dig, "key": key,
+                     "members": list(sub.students), "graded_at": time.strftime("%Y-%m-%dT%H:%M:%S")}
+            for student in sub.students:                # a group: the same grading for every member
+                results.setdefault("extra_data", {})["batch"] = {"student": student, **batch}
+                _write(os.path.join(out, student, "results.json"), results)
             counts["graded"] += 1
-            top = sum(t.get("max_score", 0) for t in results["tests"])
             eta = (time.monotonic() - t0) / i * (len(todo) - i)
-            log(f"[{i}/{len(todo)}] {sub.student}: {results['score']:.2f} / {top:g} "
+            log(f"[{i}/{len(todo)}] {' + '.join(sub.students)}: {results['score']:.2f} / {out_of(results['extra_data'])} "
                 f"({time.monotonic() - start:.0f} s; about {eta / 60:.0f} min left)")
     return counts
-
-
-def task_scores(results: dict) -> dict[str, float]:
-    """{task: points} summed over the test entries whose name starts with 'HWn task'."""
-    out: dict[str, float] = {}
-    for t in results.get("tests", []):
-        m = TASK.match(t.get("name", ""))
-        if m:
-            out[m.group(1)] = out.get(m.group(1), 0.0) + float(t.get("score", 0))
-    return out
-
-
-def write_gradebook(homework: str, out: str, notebook_csv: str | None = None) -> str:
-    """gradebook.csv from every <student>/results.json in `out` (and nbgrader's notebook scores)."""
-    rows, tasks = [], set()
-    for path in sorted(glob.glob(os.path.join(out, "*", "results.json"))):
-        with open(path) as f:
-            results = json.load(f)
-        scores = task_scores(results)
-        tasks |= set(scores)
-        top = sum(t.get("max_score", 0) for t in results["tests"])
-        rows.append((os.path.basename(os.path.dirname(path)), results["score"], top, scores))
-    notebook = {}
-    if notebook_csv:
-        from tools.nbgrader_course import read_grades
-        notebook = {student: score for (hw, student), score in read_grades(notebook_csv).items() if hw == homework}
-    order = sorted(tasks, key=lambda k: [int(x) for x in k.split(".")])
-    path = os.path.join(out, "gradebook.csv")
-    with open(path, "w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(["student", "code", "code_max", *[f"task {t}" for t in order]]
-                   + (["notebook", "total"] if notebook_csv else []))
-        for student, score, top, scores in rows:
-            extra = [notebook.get(student, 0.0), score + notebook.get(student, 0.0)] if notebook_csv else []
-            w.writerow([student, f"{score:.2f}", f"{top:g}", *[f"{scores.get(t, 0.0):.2f}" for t in order], *extra])
-    return path
 
 
 def main(argv=None) -> int:

@@ -11,6 +11,9 @@ from __future__ import annotations
 import glob
 import json
 import os
+import subprocess
+import sys
+import tempfile
 
 from autograder.results import GradedTest
 
@@ -52,11 +55,16 @@ def task_name(manifest: dict, task_marker: str | None) -> str:
     return f"{hw} {number} {title.split(':')[0].strip()}".rstrip()
 
 
+def default_suites(manifest: dict, root: str) -> list[tuple[str, str]]:
+    """The homework's test folders that exist in `root`: [(public, "visible"), (hidden, "after_published")]."""
+    suites = [(manifest["public_tests"], "visible"), (manifest["hidden_tests"], "after_published")]
+    return [s for s in suites if os.path.isdir(os.path.join(root, s[0]))]
+
+
 def collect(runner, root: str, manifest: dict, suites: list[tuple[str, str]], scratch: str,
             default_limit: float = DEFAULT_LIMIT) -> tuple[list[GradedTest], list[str]]:
     """([GradedTest], [problems]) for `suites`, a list of (folder or file, visibility)."""
-    tests: dict[str, GradedTest] = {}
-    tasks: dict[str, list] = {}                        # function -> each case's task marker
+    listings: list[tuple[str, list[dict]]] = []
     problems: list[str] = []
     for n, (target, visibility) in enumerate(suites):
         files = test_files(root, target)
@@ -71,6 +79,22 @@ def collect(runner, root: str, manifest: dict, suites: list[tuple[str, str]], sc
         if os.path.exists(listing):
             with open(listing) as f:
                 records = [json.loads(line) for line in f if line.strip()]
+        listings.append((visibility, records))
+        if reply["status"] != "exited" or not records:
+            with open(output, errors="replace") as f:
+                problems.append(f"collecting {target} failed ({reply}):\n{f.read()[-2000:]}")
+    tests, errors = graded_tests(manifest, listings, default_limit)
+    return tests, errors + problems
+
+
+def graded_tests(manifest: dict, listings: list[tuple[str, list[dict]]],
+                 default_limit: float = DEFAULT_LIMIT) -> tuple[list[GradedTest], list[str]]:
+    """([GradedTest], [collection errors]) from the plugin's collection records, one list per suite
+    with its visibility: what a grading grades, and what every table of points is computed from."""
+    tests: dict[str, GradedTest] = {}
+    tasks: dict[str, list] = {}                        # function -> each case's task marker
+    problems: list[str] = []
+    for visibility, records in listings:
         for rec in records:
             if rec["kind"] == "collect_error":
                 problems.append(f"collecting {rec['nodeid']}: {rec['message']}")
@@ -88,9 +112,6 @@ def collect(runner, root: str, manifest: dict, suites: list[tuple[str, str]], sc
             test.needs_gpu = test.needs_gpu or bool(rec.get("gpu"))       # any case marked gpu: the function
             test.case_tasks[rec["nodeid"]] = rec["task"]
             tasks.setdefault(rec["function"], []).append(rec["task"])
-        if reply["status"] != "exited" or not records:
-            with open(output, errors="replace") as f:
-                problems.append(f"collecting {target} failed ({reply}):\n{f.read()[-2000:]}")
     graded = list(tests.values())
     for t in graded:                                   # cases of several tasks: "HW1 1.2-1.7: test_..."
         numbers = sorted({k[len("task"):].replace("_", ".") for k in tasks[t.function] if k})
@@ -101,3 +122,31 @@ def collect(runner, root: str, manifest: dict, suites: list[tuple[str, str]], sc
         if names.count(t.name) > 1 and t.visibility == "visible":
             t.name += " (public)"
     return graded, problems
+
+
+def collect_here(homework: str, root: str | None = None) -> tuple[list[GradedTest], list[str]]:
+    """The graded tests of `homework` as a grading collects them, collected in the kit `root` itself with
+    a plain `python -m pytest --collect-only` (nothing is run, so no sandbox or zygote): for the tables
+    of points (tools.points, the kit's tests) without a grading session."""
+    from tools.overlay import ROOT, homework_manifest
+    root = root or ROOT
+    manifest = homework_manifest(homework, root)
+    with tempfile.TemporaryDirectory(prefix="collect-") as scratch:
+        return collect(_Plain(root), root, manifest, default_suites(manifest, root), scratch)
+
+
+class _Plain:
+    """A runner for collection only: `python -m pytest ARGS` in `root`, as a job runs (JOB_ENV)."""
+
+    def __init__(self, root: str):
+        self.root = root
+
+    def run(self, args: list[str], env: dict, output: str, limit: float) -> dict:
+        with open(output, "wb") as out:
+            try:
+                proc = subprocess.run([sys.executable, "-m", "pytest", *args], cwd=self.root, stdout=out,
+                                      stderr=subprocess.STDOUT, timeout=limit, stdin=subprocess.DEVNULL,
+                                      env={**os.environ, **JOB_ENV, "PYTHONDONTWRITEBYTECODE": "1", **env})
+            except subprocess.TimeoutExpired:
+                return {"status": "timeout", "code": None}
+        return {"status": "exited", "code": proc.returncode}

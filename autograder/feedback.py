@@ -18,6 +18,9 @@ import traceback
 MAX_MESSAGE = 4000
 MAX_FRAMES = 6
 NOT_IMPLEMENTED = re.compile(r"(HW\d+ task [\d.]+: [^\n]*?not implemented yet[^\n]*)")
+RUNS_FAILED = re.compile(r"^(\d+) of (\d+) cases failed:", re.M)       # the harness's count (rank_runs.judge)
+RUNS_NOT_RUN = re.compile(r"^(\d+) cases? not run: ", re.M)
+COUNT_LINE = re.compile(r"\d+ of (?:the )?\d+ (?:cases|runs of this case) failed:?")   # a header, no reason
 FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>.+)$')
 
 
@@ -109,7 +112,7 @@ def short_message(exc: BaseException | None, longrepr: str = "") -> str:
             return found.group(1)
     if type(exc).__name__ == "Failed" and hasattr(exc, "pytrace"):   # pytest.fail(msg): the message is all
         found = NOT_IMPLEMENTED.search(str(exc)) if "DeadlockError" not in str(exc) else None
-        return found.group(1) if found and str(exc).lstrip().startswith("HW") else _cap(str(exc))
+        return found.group(1) if found and str(exc).lstrip().startswith("HW") else _cap(runs_wording(str(exc)))
     if "DeadlockError" in kinds:
         deadlock = next((e for e in chain if type(e).__name__ == "DeadlockError"), exc)
         frames = filter_traceback_text(getattr(exc, "remote_traceback", "") or "") or short_traceback(deadlock)
@@ -124,6 +127,14 @@ def short_message(exc: BaseException | None, longrepr: str = "") -> str:
         return _cap(head + (f"\n{frames}" if frames else ""))
     where = short_traceback(exc)
     return _cap(f"{type(exc).__name__}: {exc}" + (f"\n{where}" if where else ""))
+
+
+def runs_wording(text: str) -> str:
+    """The harness judges the runs inside one test case (world sizes, backends) and says "1 of 3 cases
+    failed"; the grader's table and feedback count the test's cases (0/1: a case earns its share only
+    when all of its runs pass). Say "runs" for the former, so the two counts never read as one."""
+    text = RUNS_FAILED.sub(lambda m: f"{m[1]} of the {m[2]} runs of this case failed:", text)
+    return RUNS_NOT_RUN.sub(lambda m: f"{m[1]} run{'s' * (m[1] != '1')} of this case not run: ", text)
 
 
 def limit_hint(text: str, limits: dict | None = None) -> str | None:

@@ -27,7 +27,7 @@ import sys
 
 from autograder.collect import DEFAULT_LIMIT
 from autograder.options import add_score_options, score_options
-from autograder.results import write_results
+from autograder.results import out_of, write_results
 from autograder.session import DEFAULT_DEADLINE, MAX_RANK_OUTPUT, GradingSession  # noqa: F401 (re-exported)
 
 
@@ -83,8 +83,7 @@ def main(argv=None) -> int:
     except ValueError as exc:
         print(f"autograder: {exc}", file=sys.stderr)
         return 2
-    top = sum(t["max_score"] for t in results["tests"])
-    print(f"TOTAL {args.homework} {args.submission}: {results['score']:.2f} / {top:g} "
+    print(f"TOTAL {args.homework} {args.submission}: {results['score']:.2f} / {out_of(results['extra_data'])} "
           f"(on {results['extra_data']['device']})")
     return 0
 

@@ -106,21 +106,23 @@ def tail(text: str, limit: int = MAX_CASE_OUTPUT) -> str:
 
 
 def results_json(tests: list[GradedTest], check_entry: dict, execution_time: float, title: str,
-                 device: str | None = None) -> dict:
+                 device: str | None = None, manifest: dict | None = None) -> dict:
     """The whole results.json object.
 
     The top-level `output` (always shown) tables the visible tests only, with one line for the
-    others; the full table is an entry of its own with the hidden tests' visibility.
+    others; the full table is an entry of its own with the hidden tests' visibility. With the
+    homework's `manifest`, the full table ends with the points per task and the bonus apart.
     """
     visible = [t for t in tests if t.visibility == "visible"]
     hidden = [t for t in tests if t.visibility != "visible"]
-    summary = summary_table(visible, f"{title}: public tests", execution_time, device)
+    summary = summary_table(visible, f"{title}: public tests", execution_time, device,
+                            None if hidden else manifest)
     entries = [check_entry]
     if hidden:
         summary += (f"\n{len(hidden)} hidden test(s) worth {sum(t.max_score for t in hidden):g} points are shown "
                     f"when grades are published.")
         entries.append({"name": "summary of every test", "score": 0, "max_score": 0, "status": "passed",
-                        "output": summary_table(tests, title, execution_time, device), "output_format": "text",
+                        "output": summary_table(tests, title, execution_time, device, manifest), "output_format": "text",
                         "visibility": hidden[0].visibility})
     return {"score": round(sum(t.score for t in tests), 4),
             "execution_time": round(execution_time, 1),
@@ -136,8 +138,11 @@ def write_results(path: str, results: dict) -> None:
         f.write("\n")
 
 
-def summary_table(tests: list[GradedTest], title: str, total_time: float, device: str | None = None) -> str:
-    """A table for a terminal, one line per test, then a one-line total (saying the device, when given)."""
+def summary_table(tests: list[GradedTest], title: str, total_time: float, device: str | None = None,
+                  manifest: dict | None = None) -> str:
+    """A table for a terminal, one line per test, then a one-line total (saying the device, when given).
+    With the homework's `manifest`: a line of points per task before the total, and the bonus apart in
+    it, as autograder.rubric.points_summary counts them (the handout's table and the gradebook too)."""
     labels = [_short(t.name) for t in tests]
     width = min(max([len(x) for x in labels] + [10]), 90)
     rows = [title, f"{'score':>7} {'max':>5}  {'cases':>5}  {'time':>6}  name", "-" * (width + 30)]
@@ -148,13 +153,25 @@ def summary_table(tests: list[GradedTest], title: str, total_time: float, device
         flag = "" if t.cases and t.passed == len(t.cases) else "  <-- " + _why(t)
         rows.append(f"{t.score:7.2f} {t.points:5g}  {t.passed:>2}/{len(t.cases):<2}  {t.wall:5.1f}s  "
                     f"{label[:width]:<{width}}{flag}")
-    score, top = sum(t.score for t in tests), sum(t.max_score for t in tests)
+    score, top = sum(t.score for t in tests), f"{sum(t.max_score for t in tests):g}"
     skipped = sum(1 for t in tests if t.not_run)
     rows.append("-" * (width + 30))
-    rows.append(f"TOTAL {score:.2f} / {top:g}   ({len(tests)} tests"
+    if manifest is not None:
+        from autograder.rubric import points_summary          # rubric builds on this module
+        points = points_summary(tests, manifest)
+        rows.append("per task: " + ", ".join(f"{task}{' (bonus)' * bool(row.get('bonus'))} {row['score']:.2f} / "
+                                             f"{row['max']:g}" for task, row in points["tasks"].items()))
+        top = out_of(points)
+    rows.append(f"TOTAL {score:.2f} / {top}   ({len(tests)} tests"
                 + (f", {skipped} not run" if skipped else "") + f", {total_time:.1f} s"
                 + (f", on {device}" if device else "") + ")")
     return "\n".join(rows)
+
+
+def out_of(points: dict) -> str:
+    """"135 + 8 bonus" (or "230") from points_summary's "code" and "bonus" (results.json extra_data has them)."""
+    bonus = points["bonus"]["max"]
+    return f"{points['code']['max']:g}" + (f" + {bonus:g} bonus" if bonus else "")
 
 
 def _short(name: str) -> str:

@@ -15,9 +15,9 @@ on mpi for every algorithm) gives each task the points of its own cases.
 from __future__ import annotations
 
 import math
-import re
 
 from autograder.collect import task_name
+from autograder.feedback import COUNT_LINE
 from autograder.jobs import task_order
 from autograder.results import GradedTest
 
@@ -77,9 +77,9 @@ def rubric_tests(tests: list[GradedTest], manifest: dict, rubric: dict) -> list[
 
 
 def _reason(message: str) -> str:
-    """The first line of a failure message that says something (not "2 of 7 cases failed:")."""
+    """The first line of a failure message that says something (not "2 of the 7 runs of this case failed:")."""
     lines = [line.strip() for line in message.splitlines() if line.strip()]
-    return next((line for line in lines if not re.fullmatch(r"\d+ of \d+ cases failed:?", line)), "")
+    return next((line for line in lines if not COUNT_LINE.fullmatch(line)), "")
 
 
 def _number(task: str) -> tuple[int, ...]:
@@ -101,3 +101,24 @@ def task_totals(tests: list[GradedTest]) -> dict[str, dict[str, float]]:
             row["score"] += share if t.outcomes.get(nodeid, {}).get("outcome") == "passed" else 0.0
     return {k: {"score": round(v["score"], 4), "max": round(v["max"], 4)}
             for k, v in sorted(out.items(), key=lambda kv: _number("task" + kv[0].replace(".", "_")))}
+
+
+def points_summary(graded: list[GradedTest], manifest: dict) -> dict:
+    """Every number of points a student or an instructor sees, computed once from the graded tests
+    (rubric entries included): results.json's extra_data, the table's total, the handout's table
+    (tools.points) and the gradebook (autograder.gradebook) all read it.
+
+    {"tasks": task_totals(graded), a bonus task's row marked "bonus": True,
+     "code": {"score", "max"}: every test but the bonus tasks' cases (the handout's "code, in all"),
+     "bonus": {"tasks": [...], "score", "max"}: on top of that}.
+    A test function whose cases belong to several tasks is split by its cases' tasks everywhere."""
+    tasks = task_totals(graded)
+    for task, row in tasks.items():
+        if is_bonus(manifest, task):
+            row["bonus"] = True
+    bonus = [task for task, row in tasks.items() if row.get("bonus")]
+    extra = {field: sum(tasks[task][field] for task in bonus) for field in ("score", "max")}
+    total = {"score": sum(t.score for t in graded), "max": sum(t.max_score for t in graded)}
+    return {"tasks": tasks,
+            "code": {field: round(total[field] - extra[field], 4) for field in ("score", "max")},
+            "bonus": {"tasks": bonus, **{field: round(extra[field], 4) for field in ("score", "max")}}}

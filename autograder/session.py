@@ -23,12 +23,12 @@ import time
 
 from autograder import isolate
 from autograder.cgroups import FairShare
-from autograder.collect import DEFAULT_LIMIT, JOB_ENV, collect, test_files
+from autograder.collect import DEFAULT_LIMIT, JOB_ENV, collect, default_suites, test_files
 from autograder.devices import describe_device, resolve_device, scale_limits, set_aside_gpu_tests
 from autograder.jobs import run_all, task_order
 from autograder.kit_copies import make_student_kit, open_interpreter, protect_secrets, seal
 from autograder.results import GradedTest, results_json, summary_table, write_results
-from autograder.rubric import is_bonus, rubric_tests, task_totals
+from autograder.rubric import points_summary, rubric_tests
 from autograder.runner import make_runner
 from autograder.sandbox import Sandbox, is_root, probe_private_ipc
 from autograder.scan import format_findings, scan_submission
@@ -65,8 +65,7 @@ class GradingSession:
         self.manifest = manifest = homework_manifest(homework)
         self.rubric = manifest.get("rubric") if suites is None else None
         if suites is None:
-            suites = [(manifest["public_tests"], "visible"), (manifest["hidden_tests"], "after_published")]
-            suites = [s for s in suites if os.path.isdir(os.path.join(ROOT, s[0]))]
+            suites = default_suites(manifest, ROOT)
         self.token = secrets.token_hex(8)
         self.kit = tempfile.mkdtemp(prefix="autograder-kit-")            # the grader's copy: stubs, hidden tests
         self.records = tempfile.mkdtemp(prefix="autograder-run-")        # records and outputs: root only
@@ -172,18 +171,14 @@ class GradingSession:
         elapsed = time.monotonic() - t0
         title = f"{self.manifest['name']} grade of {submission}"
         graded = rubric_tests(tests, self.manifest, self.rubric) if self.rubric else tests
-        results = results_json(graded, check_entry, elapsed, title, self.device_label)
+        results = results_json(graded, check_entry, elapsed, title, self.device_label, self.manifest)
         results["extra_data"] = {"submission": submission, "device": self.device_label, "swept_at_end": escaped,
                                  "runner": "zygote" if self.zygote else "subprocess", "sandbox": dict(self.layers),
                                  "collection_problems": self.problems, "static_scan": findings,
                                  "sandbox_uids": [box.uid for box in self.boxes if box.uid is not None],
                                  "test_process_memory_mib": {"peak": max((t.memory_mib for t in tests), default=0.0),
                                                              "budget": MEMORY_BUDGET_MIB},
-                                 "tasks": _label_bonus(task_totals(graded), self.manifest)}
-        tasks = results["extra_data"]["tasks"]                  # a bonus task's points come on top of the base total
-        results["extra_data"]["bonus"] = {"tasks": [k for k, row in tasks.items() if row.get("bonus")],
-                                          "base_max": round(sum(row["max"] for row in tasks.values()
-                                                                if not row.get("bonus")), 4)}
+                                 **points_summary(graded, self.manifest)}       # tasks, code, bonus
         self.last_tests, self.last_check = graded, check
         if out:
             write_results(out, results)
@@ -199,7 +194,7 @@ class GradingSession:
         if self.problems:
             print("Problems while collecting the tests:\n" + "\n".join(self.problems))
         print(f"static scan of the submission (instructors only):\n{results['extra_data']['static_scan']}")
-        print(summary_table(self.last_tests, title, results["execution_time"], self.device_label))
+        print(summary_table(self.last_tests, title, results["execution_time"], self.device_label, self.manifest))
 
     def close(self) -> int:
         """Stop the runners, kill and release the sandboxes, sweep, remove the copies; returns how
@@ -216,11 +211,3 @@ class GradingSession:
             shutil.rmtree(path, ignore_errors=True)
         self.runners, self.boxes = [], []
         return escaped + len(left)
-
-
-def _label_bonus(tasks: dict, manifest: dict) -> dict:
-    """Mark the rows of bonus tasks (rubric.is_bonus): {"5.6": {..., "bonus": True}}."""
-    for task, row in tasks.items():
-        if is_bonus(manifest, task):
-            row["bonus"] = True
-    return tasks

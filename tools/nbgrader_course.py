@@ -165,10 +165,12 @@ def export(course: str, out: str | None = None) -> str:
     return out
 
 
-def read_grades(csv_path: str) -> dict[tuple[str, str], float]:
-    """{(assignment, student): score} from an exported grades.csv."""
+def read_grades(csv_path: str, column: str = "score") -> dict[tuple[str, str], float]:
+    """{(assignment, student): score} from an exported grades.csv (or another column: "max_score"; {}
+    when the CSV has no such column)."""
     with open(csv_path, newline="") as f:
-        return {(row["assignment"], row["student_id"]): float(row["score"] or 0) for row in csv.DictReader(f)}
+        return {(row["assignment"], row["student_id"]): float(row[column] or 0) for row in csv.DictReader(f)
+                if column in row}
 
 
 def main(argv=None) -> int:

@@ -10,10 +10,14 @@ The table sits between two markers in the handout, under "How it is graded":
     ...
     <!-- END POINTS -->
 
-It is computed, not typed: the homework's tests are collected by the grader (a grading session that
-grades nothing), each task gets the points of its cases plus its rubric entry, and the notebook gets
-the points of its nbgrader cells. The kit's tests check that every handout's table equals what a
-grading of the solutions reports per task (results.json extra_data.tasks).
+It is computed, not typed: the homework's tests are collected as a grading collects them
+(autograder.collect.collect_here: nothing is run), and autograder.rubric.points_summary, which also
+makes results.json's points, the table's per-task line and the gradebook's columns, gives each task
+the points of its cases (a test whose cases belong to several tasks is split by case) plus its rubric
+entry, the code total without the bonus tasks, and the bonus; the notebook gets the points of its
+nbgrader cells (notebook_points, the gradebook's notebook_max). tests/kit/test_points.py checks that
+every handout's table, results.json and the gradebook agree; a grading of the solutions reports the
+same per task (tests/kit/test_autograder.py).
 """
 
 from __future__ import annotations
@@ -24,11 +28,12 @@ import os
 import re
 import sys
 
-from autograder.rubric import is_bonus
 from tools.overlay import ROOT, homework_manifest
 
 BEGIN, END = "<!-- BEGIN POINTS (python -m tools.points) -->", "<!-- END POINTS -->"
-ROW = re.compile(r"^\| (\d+\.\d+) [^|]*\| ([\d.]+) \|$", re.M)
+ROW = re.compile(r"^\| ([^|]+?) \| ([\d.]+) \|$", re.M)
+TASK = re.compile(r"\d+\.\d+")
+CODE, BONUS, NOTEBOOK = "code, in all", "bonus, on top of that", "notebook (nbgrader)"      # the table's last rows
 
 
 def notebook_points(hw: str, root: str = ROOT) -> float:
@@ -42,35 +47,37 @@ def notebook_points(hw: str, root: str = ROOT) -> float:
                      if c["metadata"].get("nbgrader", {}).get("grade")))
 
 
-def collected_totals(hw: str) -> dict[str, float]:
-    """{task: max points} from the grader's collection of the homework's tests (nothing is run)."""
-    from autograder.rubric import rubric_tests, task_totals
-    from autograder.session import GradingSession
-    with GradingSession(hw, quiet=True) as session:
-        tests = session.select()
-        graded = rubric_tests(tests, session.manifest, session.rubric) if session.rubric else tests
-        return {task: row["max"] for task, row in task_totals(graded).items()}
+def collected_points(hw: str, root: str = ROOT) -> dict:
+    """autograder.rubric.points_summary of the homework's tests as a grading collects them, rubric entries
+    included (nothing is run: the maxima): the same computation as results.json and the gradebook."""
+    from autograder.collect import collect_here
+    from autograder.rubric import points_summary, rubric_tests
+    manifest = homework_manifest(hw, root)
+    tests, problems = collect_here(hw, root)
+    if problems:
+        raise RuntimeError(f"collecting the {hw} tests failed, so their points are unknown; fix the tests and run "
+                           f"this again:\n" + "\n".join(problems))
+    return points_summary(rubric_tests(tests, manifest, manifest.get("rubric") or {}), manifest)
 
 
 def _fmt(x: float) -> str:
     return f"{x:g}" if abs(x - round(x)) > 1e-9 else str(int(round(x)))
 
 
-def table(hw: str, totals: dict[str, float], root: str = ROOT) -> str:
+def table(hw: str, points: dict, root: str = ROOT) -> str:
+    """The handout's table from `points` (collected_points)."""
     m = homework_manifest(hw, root)
     rubric = bool(m.get("rubric", {}).get("all_cases"))
     lines = [BEGIN, "| task | points |", "|---|---|"]
-    for task, pts in totals.items():
+    for task, row in points["tasks"].items():
         title = m["tasks"].get(task, "").split(":")[0]
-        lines.append(f"| {task} {title} | {_fmt(pts)} |")
-    bonus = sum(pts for task, pts in totals.items() if is_bonus(m, task))
-    code = sum(totals.values()) - bonus
-    nb = notebook_points(hw, root)
-    lines.append(f"| code, in all{' (without the bonus)' if bonus else ''} | {_fmt(code)} |")
+        lines.append(f"| {task} {title} | {_fmt(row['max'])} |")
+    bonus, nb = points["bonus"]["max"], notebook_points(hw, root)
+    lines.append(f"| {CODE}{' (without the bonus)' if bonus else ''} | {_fmt(points['code']['max'])} |")
     if bonus:
-        lines.append(f"| bonus, on top of that | {_fmt(bonus)} |")
+        lines.append(f"| {BONUS} | {_fmt(bonus)} |")
     if nb:
-        lines.append(f"| notebook (nbgrader) | {_fmt(nb)} |")
+        lines.append(f"| {NOTEBOOK} | {_fmt(nb)} |")
     lines.append("")
     lines.append("Each task's points are its tests' (a test function's points are shared by its cases)"
                  + (" plus one entry, \"every case of the task passes\", worth a third of them: a task with "
@@ -81,19 +88,30 @@ def table(hw: str, totals: dict[str, float], root: str = ROOT) -> str:
 
 def handout_totals(hw: str, root: str = ROOT) -> dict[str, float] | None:
     """{task: points} read back from the handout's table, None when it has none."""
+    rows = handout_rows(hw, root)
+    return None if rows is None else {task: pts for task, pts in rows.items() if TASK.fullmatch(task)}
+
+
+def handout_rows(hw: str, root: str = ROOT) -> dict[str, float] | None:
+    """Every row of the handout's table: {"3.1": 39, ..., CODE: 135, BONUS: 8, NOTEBOOK: 17}; None without one."""
     with open(os.path.join(root, "assignments", hw, "README.md")) as f:
         text = f.read()
     if BEGIN not in text:
         return None
     block = text[text.index(BEGIN):text.index(END)]
-    return {task: float(pts) for task, pts in ROW.findall(block)}
+    rows = {}
+    for label, pts in ROW.findall(block):
+        task = label.split()[0]
+        rows[task if TASK.fullmatch(task) else next((k for k in (CODE, BONUS, NOTEBOOK) if label.startswith(k)),
+                                                    label)] = float(pts)
+    return rows
 
 
 def write(hw: str, root: str = ROOT) -> str:
     path = os.path.join(root, "assignments", hw, "README.md")
     with open(path) as f:
         text = f.read()
-    block = table(hw, collected_totals(hw), root)
+    block = table(hw, collected_points(hw, root), root)
     if BEGIN in text:
         text = text[:text.index(BEGIN)] + block + text[text.index(END) + len(END):]
     else:

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import copy
 import math
-import re
 import shutil
 import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
 
+from autograder.feedback import COUNT_LINE
 from autograder.mutants.patches import Bug, PatchError, make_submission
 from autograder.results import GradedTest
 from autograder.rubric import task_points
@@ -157,7 +157,7 @@ def first_message(test: GradedTest, nodeid: str) -> str:
     message = str(test.outcomes.get(nodeid, {}).get("message") or "")
     if message in ("", "did not finish (see below)") and test.notes:
         message = test.notes[0]
-    lines = [line for line in message.strip().splitlines() if not re.fullmatch(r"\d+ of \d+ cases failed:?", line)]
+    lines = [line for line in message.strip().splitlines() if not COUNT_LINE.fullmatch(line)]
     return "\n".join(lines)
 
 

@@ -44,6 +44,21 @@ def stubs(tmp_path_factory):
         yield ov
 
 
+@pytest.fixture(scope="session")
+def collected():
+    """collected(hw) -> ([GradedTest], [problems]): the homework's tests as a grading collects them
+    (autograder.collect.collect_here: the plugin in a plain pytest --collect-only, nothing run), once per
+    homework for the whole test session (about 3 s each on 2 cores)."""
+    from autograder.collect import collect_here
+    cache: dict[str, tuple] = {}
+
+    def get(hw: str) -> tuple:
+        if hw not in cache:
+            cache[hw] = collect_here(hw)
+        return cache[hw]
+    return get
+
+
 def run_in(ov, *cmd: str, timeout: float = 180) -> tuple[int, str]:
     """Run a command in the kit copy `ov` (the repo's Python); return (exit code, stdout + stderr)."""
     proc = subprocess.run([*cmd], cwd=ov.root, env=ov.env(), capture_output=True, text=True, timeout=timeout)

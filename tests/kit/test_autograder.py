@@ -207,8 +207,9 @@ def test_real_suites_solutions_full_marks(marked_env, hw):
     tasks = solved["extra_data"]["tasks"]                      # per task: what the handout's table must say
     assert all(row["score"] == row["max"] for row in tasks.values()), tasks
     assert abs(sum(row["max"] for row in tasks.values()) - top) < 1e-6, (tasks, top)
-    bonus = solved["extra_data"]["bonus"]                      # bonus tasks come on top of the base total
-    assert abs(bonus["base_max"] - top + sum(tasks[k]["max"] for k in bonus["tasks"])) < 1e-6, (bonus, top)
+    code, bonus = solved["extra_data"]["code"], solved["extra_data"]["bonus"]     # bonus tasks on top of the code
+    assert abs(code["max"] + sum(tasks[k]["max"] for k in bonus["tasks"]) - top) < 1e-6, (code, bonus, top)
+    assert code["score"] == code["max"] and bonus["score"] == bonus["max"], (code, bonus)
     assert handout_totals(hw) == pytest.approx({k: row["max"] for k, row in tasks.items()}), (
         f"assignments/{hw}/README.md states other points than the grader gives: python -m tools.points {hw}")
 

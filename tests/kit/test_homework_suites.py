@@ -4,7 +4,6 @@ the working tree holds the stubs). That they pass on the solutions and fail on t
 checked by grading both (tests/kit/test_autograder.py, test_real_suites_*).
 """
 
-import json
 import os
 import subprocess
 import sys
@@ -71,28 +70,25 @@ def test_harness_imports_by_full_name_from_the_kit_root(tmp_path):
     assert "assignments.hw1.tests.hw1_ranks" in modules and "assignments.common.rank_runs" in modules
 
 
-@pytest.mark.parametrize("hw,which", [(hw, which) for hw in HOMEWORKS for which in ("hidden", "public")])
-def test_every_test_function_is_a_graded_unit(tmp_path, hw, which):
-    """Collected as the grader does (its plugin): each case has points and exactly one task of the homework."""
+@pytest.mark.parametrize("hw", HOMEWORKS)
+def test_every_test_function_is_a_graded_unit(collected, hw):
+    """Collected as the grader does (its plugin, autograder.collect): each case has points and a task of the
+    homework, and each suite (public, hidden) has tests of every task."""
     manifest = homework_manifest(hw)
-    suite = manifest[f"{which}_tests"]
+    tests, problems = collected(hw)
+    assert not problems, problems
     tasks = {f"task{k.replace('.', '_')}" for k in manifest["tasks"]}
-    listing = tmp_path / "collect.jsonl"
-    env = {**os.environ, "AUTOGRADER_COLLECT": str(listing)}
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "autograder.plugin", "-p", "no:cacheprovider",
-                           "--collect-only", "-q", suite], cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=300)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    records = [json.loads(line) for line in listing.read_text().splitlines() if line.strip()]
-    assert records and all(r["kind"] == "case" for r in records), records[:3]
-    for r in records:
-        assert r["task"] in tasks, f"{r['nodeid']}: no {hw} task marker"
-        assert r["points"] and r["points"] > 0, f"{r['nodeid']}: no points marker"
-    functions = {r["function"] for r in records}
-    assert {r["task"] for r in records} == tasks, "every task has tests"
-    if which == "hidden":
-        least_functions, least_cases = MIN_HIDDEN[hw]
-        assert len(functions) >= least_functions and len(records) >= least_cases, (len(functions), len(records))
+    for which, visibility in (("public", "visible"), ("hidden", "after_published")):
+        suite = [t for t in tests if t.visibility == visibility]
+        for t in suite:
+            assert t.points > 0 and not t.notes, f"{t.function}: no points marker ({t.notes})"
+            for nodeid, task in t.case_tasks.items():
+                assert task in tasks, f"{nodeid}: no {hw} task marker"
+        assert {task for t in suite for task in t.case_tasks.values()} == tasks, f"{which}: every task has tests"
+        if which == "hidden":
+            least_functions, least_cases = MIN_HIDDEN[hw]
+            cases = sum(len(t.cases) for t in suite)
+            assert len(suite) >= least_functions and cases >= least_cases, (len(suite), cases)
 
 # The suites themselves run against the solutions and the stubs in tests/kit/test_autograder.py
 # (test_real_suites_*), through the grader, the way submissions are graded.
