@@ -32,6 +32,7 @@ import traceback
 from assignments.common.rank_inputs import for_ranks
 from minitorch_dist import LaunchError, PeerFailedError, RankError, SimNetwork, launch, shutdown
 from minitorch_dist.runtime.launching.plain import plain_record
+from minitorch_dist.runtime.observe.kernel_traffic import disagreements
 
 DEFAULT_DEADLINE = 10.0    # seconds a blocking op may wait (MINITORCH_DIST_DEADLINE overrides it)
 RUN_TIMEOUT = 180.0        # wall-clock limit of one launch (gloo/mpi), for code stuck outside comm ops
@@ -128,12 +129,14 @@ def error_text(err: BaseException) -> str:
 
 
 def run_batched(rank_fn, cases, p: int, key, describe, backend: str = "gloo", network=None,
-                leaked=None, inputs=None, **options) -> list[tuple]:
+                leaked=None, inputs=None, check_wire: bool = False, **options) -> list[tuple]:
     """Run `cases` on p ranks, rank_fn(group, cases) -> [dict per case]; returns per case
     ("ok", [each rank's dict], sim_time or None) or ("error", message). Errors are recorded, never
     raised. leaked(per_rank) -> True when the case left a message in flight (fresh ranks for the rest).
     inputs: one list of p per-rank inputs per case (made in this process); then each launch runs
     rank_fn(group, cases, own) on rank r with own = [rank r's input of each case], sent to it alone.
+    check_wire: every case of a run whose counters the kernel's byte counts contradict
+    (wire_problems) gets that error.
     """
     cases = list(cases)
     out: list[tuple | None] = [None] * len(cases)
@@ -168,6 +171,11 @@ def run_batched(rank_fn, cases, p: int, key, describe, backend: str = "gloo", ne
                                    f"({failed.exc_type} in {describe(cases[i], p)})")
                 pending.remove(j)
             continue
+        forged = wire_problems(result) if check_wire else None
+        if forged:
+            for i in pending:
+                out[i] = ("error", forged)
+            break
         leak = None
         for k, i in enumerate(pending):
             per_rank = [r[k] for r in result]
@@ -187,6 +195,20 @@ def run_batched(rank_fn, cases, p: int, key, describe, backend: str = "gloo", ne
         shutdown()                                 # fresh processes, no stale message: run the rest again
         pending = pending[leak + 1:]
     return out
+
+
+def wire_problems(result) -> str | None:
+    """The run's counters against the bytes the kernel counted between its rank processes
+    (RunResult.wire: gloo, when measured): why they cannot both be true, or None."""
+    if getattr(result, "wire", None) is None:
+        return None
+    problems = disagreements(result.counters, result.wire)      # wire_unseen: not yet (see autograder README)
+    if not problems:
+        return None
+    return ("the messages counted in the rank processes (group.counters) disagree with the bytes the "
+            "kernel counted between them:\n  " + "\n  ".join(problems) +
+            "\nCommunicate only through `group` and leave its counters alone: the grader measures traffic "
+            "outside your processes.")
 
 
 def _run_apart(rank_fn, cases, pending, out, p, key, describe, backend, network, leaked, err, options,

@@ -330,3 +330,40 @@ for _ in range(24):
 _say("DONE", __NAME__)
 _t.sleep(15)
 '''
+
+# task 1.7 done the wrong way: a binomial tree (correct values) whose counters are rewritten to a
+# ring's 2(p-1) chunk messages, and whose simulated clock is padded with group.compute() up to the
+# ring's cost, alpha and beta measured in-band first (the Group's own counters and clock, both
+# written from rank code). Ends with `return x`.
+FORGED_RING = '''
+import math as _m
+from minitorch_dist import cost_model as _cm
+from minitorch_dist.runtime.observe.trace import OpCount as _OC
+_p, _r, _n, _s = group.size, group.rank, x.numel(), x.element_size()
+_saved = {k: (v.calls, v.messages_sent, v.bytes_sent, v.messages_recv, v.bytes_recv, v.tensor_bytes)
+          for k, v in group.counters.by_op.items()}
+_t0 = group.now()
+if _p > 1:
+    _probe, _got = torch.zeros(1024), torch.zeros(1024)
+    _e, _f = torch.zeros(0), torch.zeros(0)
+    group.sendrecv(_e, (_r + 1) % _p, _f, (_r - 1) % _p)
+    _alpha = group.now() - _t0
+    group.sendrecv(_probe, (_r + 1) % _p, _got, (_r - 1) % _p)
+    _beta = max(0.0, (group.now() - _t0 - 2 * _alpha) / 4096)
+tree_all_reduce(x, group, op)
+group.counters.by_op.clear()
+for _k, _v in _saved.items():
+    group.counters.by_op[_k] = _OC(*_v)
+if _p > 1:
+    _sizes = [_n // _p + (1 if _i < _n % _p else 0) for _i in range(_p)]
+    def _sent(_q):
+        return sum(_sizes[(_q - _k) % _p] + _sizes[(_q + 1 - _k) % _p] for _k in range(_p - 1)) * _s
+    _steps = 2 * (_p - 1)
+    _o = _saved.get("sendrecv", (0, 0, 0, 0, 0, 0))
+    group.counters.by_op["sendrecv"] = _OC(_o[0] + _steps, _o[1] + _steps, _o[2] + _sent(_r), _o[3] + _steps,
+                                           _o[4] + _sent((_r - 1) % _p), _o[5])
+    _target = _t0 + _cm.ring_all_reduce(_p, _n * _s, _alpha, _beta)
+    if _target > group.now():
+        group.compute(_target - group.now())
+print("ATTACK-DONE: FORGED_RING", flush=True)
+'''

@@ -41,15 +41,6 @@ def map_path(entry: str) -> str:
     return entry
 
 
-def peer_uid(address: str) -> int:
-    """The uid of the process serving the rank host's socket, as the kernel says (SO_PEERCRED)."""
-    import socket
-    import struct
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-        sock.connect(address)
-        return struct.unpack("3i", sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12))[1]
-
-
 class HostLink:
     """The launcher's connection to the rank host, and the exits it has reported."""
 

@@ -38,13 +38,6 @@ from . import channel, host_link
 _IDS = itertools.count()
 
 
-def _owner(pid: str) -> int | None:
-    try:
-        return os.stat(f"/proc/{pid}").st_uid
-    except OSError:
-        return None
-
-
 def default_start_method() -> str:
     method = os.environ.get("MINITORCH_DIST_START")
     if method:
@@ -209,18 +202,19 @@ class Pool:
             for conn in self.conns:
                 with socket.socket(fileno=os.dup(conn.fileno())) as sock:
                     ends.append(sock.getpeername()[:2])
-            return kernel_traffic.RunMeter(ends, *self._rank_candidates())
+            return kernel_traffic.RunMeter(ends, *self._rank_candidates(ends))
         except (OSError, ValueError):
             return None
 
-    def _rank_candidates(self):
-        """(the processes the ranks are among now, a function that lists them again)."""
+    def _rank_candidates(self, ends: list[tuple]):
+        """(the processes the ranks are among now, a function that lists them again): a rank host's
+        ranks among the processes of the uid that owns their sockets, else this process's descendants."""
         from ..observe import kernel_traffic
         if self.host:
-            uid = host_link.peer_uid(self.host)
+            uids = kernel_traffic.owners_of(ends)
 
             def find() -> list[int]:
-                return [int(d) for d in os.listdir("/proc") if d.isdigit() and _owner(d) == uid]
+                return kernel_traffic.processes_owned_by(uids)
         else:
             def find() -> list[int]:
                 return kernel_traffic.processes_of([os.getpid()])[0][1:]

@@ -7,8 +7,10 @@
 The runtime's counters (`group.counters`) live in the rank processes, so code running there can
 rewrite them. The kernel's own per-socket counts (tcp_info's bytes_sent and bytes_received, read
 over NETLINK_SOCK_DIAG, the interface `ss` uses) cannot be: a byte a rank sent to another rank
-was sent. Only TCP connections whose two ends both belong to rank processes (or processes they
-forked) count, so the ranks' traffic with the launcher (task, replies, the rendezvous store) is
+was sent. A rank's bytes sent are those its peers' sockets received (tcp_info's bytes_received:
+each byte once, where bytes_sent counts a retransmission again, and a loaded machine does drop
+loopback packets). Only TCP connections whose two ends both belong to rank processes (or processes
+they forked) count, so the ranks' traffic with the launcher (task, replies, the rendezvous store) is
 left out and a side channel the ranks open between themselves is counted.
 
 What it sees: TCP over any interface, in the caller's network namespace (the grader's test process
@@ -35,6 +37,10 @@ _HEADER = struct.Struct("=IHHII")
 # in parts, the receiver's acknowledgements 48-144 B, a barrier 288 B a rank): the cross-check allows
 # these per message, plus 1/256 of the payload.
 SEND_OVERHEAD, RECV_OVERHEAD, OTHER_OP_OVERHEAD, PAYLOAD_SHARE = 512, 192, 512, 1 / 256
+# ... and at least this much (the smallest seen: 224 B of framing a message sent, 48 B of
+# acknowledgement a message received), so honest messages' framing cannot hide a claim of more
+# payload than was sent
+SEND_FRAMING_MIN, RECV_FRAMING_MIN = 200, 40
 POINT_TO_POINT = {"send", "recv", "isend", "irecv", "sendrecv", "barrier"}
 
 
@@ -45,6 +51,7 @@ class Sock:
     sent: int
     received: int
     segments: int = 0
+    uid: int = -1                     # the socket's owner, as the kernel records it
 
 
 def available() -> bool:
@@ -87,7 +94,7 @@ def _parse(family: int, body: bytes):
     sport, dport = struct.unpack_from(">HH", body, 4)
     width = 4 if family == socket.AF_INET else 16
     src, dst = socket.inet_ntop(family, body[8:8 + width]), socket.inet_ntop(family, body[24:24 + width])
-    inode = struct.unpack_from("=I", body, 68)[0]
+    uid, inode = struct.unpack_from("=II", body, 64)
     at = 72
     while at + 4 <= len(body):
         size, kind = struct.unpack_from("=HH", body, at)
@@ -98,7 +105,7 @@ def _parse(family: int, body: bytes):
             sent, = struct.unpack_from("=Q", info, _SENT_AT)
             received, = struct.unpack_from("=Q", info, _RECEIVED_AT)
             segments, = struct.unpack_from("=I", info, _SEGS_AT)
-            return inode, Sock((src, sport), (dst, dport), sent, received, segments)
+            return inode, Sock((src, sport), (dst, dport), sent, received, segments, uid)
         at += (size + 3) & ~3
     return None
 
@@ -141,15 +148,19 @@ def between(before: Snapshot, after: Snapshot, world_size: int) -> list[tuple[in
     """[(bytes sent to other ranks, bytes received from them)] per rank between two snapshots."""
     by_end = {(s.local, s.remote): inode for inode, s in after.sockets.items()}
     out = [[0, 0] for _ in range(world_size)]
+
+    def received(inode: int) -> int:
+        old = before.sockets.get(inode)
+        return after.sockets[inode].received - (old.received if old else 0)
+
     for inode, sock in after.sockets.items():
         rank = after.owner.get(inode, before.owner.get(inode))
         peer = by_end.get((sock.remote, sock.local))
         if rank is None or peer is None or after.owner.get(peer, before.owner.get(peer)) is None:
             continue                                   # not between two rank processes
-        old = before.sockets.get(inode)
-        out[rank][0] += sock.sent - (old.sent if old else 0)
-        out[rank][1] += sock.received - (old.received if old else 0)
-    return [(sent, received) for sent, received in out]
+        out[rank][0] += received(peer)     # what arrived at the other end: a retransmission counts once
+        out[rank][1] += received(inode)
+    return [(sent, got) for sent, got in out]
 
 
 def processes_of(root_pids: list[int], among: list[int] | None = None) -> list[list[int]]:
@@ -224,6 +235,25 @@ def rank_roots(peer_ends: list[tuple], candidates: list[int]) -> list[int | None
     return [owner_pid(by_local[end], candidates) if end in by_local else None for end in peer_ends]
 
 
+def owners_of(peer_ends: list[tuple]) -> set[int]:
+    """The uids that own the sockets at these far ends (the kernel's record)."""
+    sockets = {**_dump(socket.AF_INET), **_dump(socket.AF_INET6)}
+    return {s.uid for s in sockets.values() if s.local in set(peer_ends)}
+
+
+def processes_owned_by(uids: set[int]) -> list[int]:
+    """Live processes whose owner is one of `uids`."""
+    found = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                if os.stat(f"/proc/{name}").st_uid in uids:
+                    found.append(int(name))
+            except OSError:
+                continue
+    return found
+
+
 class RunMeter:
     """Measures one run: make it before the tasks go out, call done() once every reply is in."""
 
@@ -277,9 +307,11 @@ def disagreements(counters: list, wire: list[tuple[int, int]], unseen: int | Non
             OTHER_OP_OVERHEAD * other
         most_received = c.bytes_recv * (1 + PAYLOAD_SHARE) + SEND_OVERHEAD * c.messages_recv + RECV_OVERHEAD * c.messages_sent + \
             OTHER_OP_OVERHEAD * other
-        if not c.bytes_sent <= sent <= most_sent or not c.bytes_recv <= received <= most_received:
+        least_sent = c.bytes_sent + SEND_FRAMING_MIN * c.messages_sent + RECV_FRAMING_MIN * c.messages_recv
+        least_received = c.bytes_recv + SEND_FRAMING_MIN * c.messages_recv + RECV_FRAMING_MIN * c.messages_sent
+        if not least_sent <= sent <= most_sent or not least_received <= received <= most_received:
             problems.append(f"rank {rank}'s counters say it sent {c.messages_sent} messages ({c.bytes_sent} B) and "
                             f"received {c.messages_recv} ({c.bytes_recv} B), but the kernel counted {sent} B sent "
-                            f"to the other ranks and {received} B received from them (at most {most_sent:.0f} and "
-                            f"{most_received:.0f} B with each message's framing)")
+                            f"to the other ranks and {received} B received from them (with each message's framing: "
+                            f"{least_sent}-{most_sent:.0f} B sent, {least_received}-{most_received:.0f} B received)")
     return problems
