@@ -76,6 +76,7 @@ def run_test(runner, root: str, test: GradedTest, records: str, deadline: float,
     try:
         reply = runner.run(pytest_args(root, test.cases), env, output, test.limit, box=box, scratch=scratch)
         test.wall = float(reply.get("wall", 0.0))
+        test.memory_mib = float(reply.get("memory_mib", 0.0))
         outcomes, started, errors = _records(results, nonce, test.cases)
         with open(output, "rb") as f:
             text = f.read()
