@@ -114,6 +114,7 @@ class GradingSession:
             self.layers.update(self.boxes[0].layers)
             self.layers["ipc"] = ipc
             self.layers["fair share"] = self.share.layer if self.share else "unavailable: switched off (--no-sandbox)"
+            self.layers["traffic"] = traffic_layer()
             if self.boxes[0].uid is not None:
                 self.layers["files"] = self.layers.get("files", "") + (
                     "; the student kit copy is root-owned and group-readable, the grader's copy, records and "
@@ -211,3 +212,13 @@ class GradingSession:
             shutil.rmtree(path, ignore_errors=True)
         self.runners, self.boxes = [], []
         return escaped + len(left)
+
+
+def traffic_layer() -> str:
+    """Whether gloo runs' counters are checked against the kernel's byte counts (the "traffic" layer)."""
+    from minitorch_dist.runtime.observe import kernel_traffic
+    if not kernel_traffic.available():
+        return ("unavailable: the kernel does not answer sock_diag here, so traffic tests rest on the "
+                "runtime's counters, which rank code can rewrite (scan.py flags such code)")
+    return ("active: the bytes between rank processes of every gloo run, as the kernel counts them, bound "
+            "the runtime's counters (homework 1; not MPI's shared memory, not the sim, not provided collectives)")
