@@ -28,7 +28,13 @@ machine without JupyterHub, CourseDirectory.student_id too, or they all submit a
     nbgrader submit hw1
     nbgrader fetch_feedback hw1       # after the instructor's generate_feedback and release_feedback
 
-and `collect` fetches what they submitted into COURSE/submitted/ (nbgrader collect; by default it
+The student copy's README (tools.student_readme, "Handing in") gives students these steps as commands
+run from their kit folder, with the config (Exchange.assignment_dir "handin") and the `cp` line of the
+package files; tests/kit/test_nbgrader_course.py runs them as written. Give students the exchange
+folder, and ask for their Gradescope id as student_id, so autograder.batch's gradebook can join the
+two (it reports an id found in one source only).
+
+`collect` fetches what they submitted into COURSE/submitted/ (nbgrader collect; by default it
 warns when a submission's owner is not the student it names: pass --no-check-owner where every
 student submits as one user, as in the kit's test).
 """

@@ -87,3 +87,15 @@ def test_the_check_finds_what_it_should():
 def test_every_command_runs_on_a_fresh_machine(doc):
     bad = [f"{cmd!r}: {'; '.join(p)}" for cmd in commands(text_of(doc)) for p in [problems(cmd)] if p]
     assert not bad, f"{doc}:\n  " + "\n  ".join(bad)
+
+
+def test_the_student_readme_commands_run_on_a_fresh_machine():
+    """The README tools.release writes into the student copy (every homework): its commands, the hand-in
+    section's nbgrader and cp lines among them (tests/kit/test_nbgrader_course.py runs those as written)."""
+    from tools.release import homeworks
+    from tools.student_readme import student_readme
+    text = student_readme(homeworks())
+    found = commands(text)
+    assert any("-m nbgrader submit" in cmd for cmd in found) and any(cmd.startswith("cp ") for cmd in found)
+    bad = [f"{cmd!r}: {'; '.join(p)}" for cmd in found for p in [problems(cmd)] if p]
+    assert not bad, "the student README:\n  " + "\n  ".join(bad)

@@ -2,7 +2,8 @@
 nbgrader's commands: generate_assignment and release_assignment to a temporary exchange; three
 students (a correct one, one whose package is only partly written, a broken one), each with their own
 HOME and nbgrader_config.py, fetch_assignment, answer the fetched notebook, add their package files
-and submit; the instructor collects, autogrades each against the student's own package files,
+and submit (the correct one does it as the student README's hand-in section says, command for
+command, in a copy of the kit holding their code: its nbgrader_config.py, fetch, cp, submit, feedback); the instructor collects, autogrades each against the student's own package files,
 generates and releases feedback, which each student fetches; the grades are exported to a CSV. No PATH
 set by hand and no checksum warning.
 
@@ -15,14 +16,17 @@ from __future__ import annotations
 
 import os
 import re
+import subprocess
 
 import pytest
 
 nbformat = pytest.importorskip("nbformat")
 pytest.importorskip("nbgrader")
 
+from tests.kit.test_doc_commands import commands  # noqa: E402
 from tools import nbgrader_course as nc  # noqa: E402
-from tools.overlay import ROOT, homework_manifest  # noqa: E402
+from tools.overlay import ROOT, copy_kit, homework_manifest  # noqa: E402
+from tools.student_readme import student_readme  # noqa: E402
 
 pytestmark = [pytest.mark.notebook, pytest.mark.slow]
 HW = "hw4"
@@ -71,6 +75,59 @@ class Student:
                 f.write(text)
 
 
+def readme_handin(hw: str) -> tuple[str, list[str]]:
+    """(the nbgrader_config.py, the nbgrader and cp command lines of `hw`) as the student README gives them."""
+    text = student_readme([hw])
+    config = re.search(r"```python\n(.*?)```", text, re.S).group(1)
+    return config, [cmd for cmd in commands(text) if "nbgrader " in cmd and cmd.endswith(f" {hw}")
+                    or cmd.startswith("cp ") and cmd.endswith(f" handin/{hw}/")]
+
+
+class ReadmeStudent(Student):
+    """A student who does what the student README says: its nbgrader_config.py (the exchange and the id
+    filled in) in their kit folder, which holds their code and .venv, and its hand-in lines run there by
+    bash, as written."""
+
+    def __init__(self, base: str, name: str, exchange: str):
+        self.name, self.home, self.kit = name, os.path.join(base, "students", name), os.path.join(base, "kit-" + name)
+        os.makedirs(self.home)
+        copy_kit(self.kit)                          # with its .venv (a link)
+        for hw in (HW, BUILDS_ON):
+            for rel in homework_manifest(hw)["editable"]:
+                with open(os.path.join(ROOT, "solutions", rel)) as src, open(os.path.join(self.kit, rel), "w") as dst:
+                    dst.write(src.read())
+        config, _ = readme_handin(HW)
+        filled = config.replace('"/srv/nbgrader/exchange"', repr(exchange)).replace('"your-student-id"', repr(name))
+        assert filled.count(repr(exchange)) == 1 and filled.count(repr(name)) == 1, config
+        with open(os.path.join(self.kit, "nbgrader_config.py"), "w") as f:
+            f.write(filled)
+
+    def folder(self, hw: str = HW) -> str:
+        return os.path.join(self.kit, "handin", hw)
+
+    def nbgrader(self, *args: str) -> str:
+        return self.run(f".venv/bin/python -m nbgrader {' '.join(args)}")
+
+    def run(self, command: str) -> str:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("JUPYTER_")}
+        done = subprocess.run(["bash", "-c", command], cwd=self.kit, env=dict(env, HOME=self.home),
+                              capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, f"the README's {command!r} failed:\n{done.stdout}{done.stderr}"
+        return done.stdout + done.stderr
+
+    def hand_in(self, hw: str, answers: dict[str, str]) -> list[str]:
+        """The README's lines for `hw`: fetch, answer the fetched notebook, then cp and submit."""
+        _, lines = readme_handin(hw)
+        assert [line.split()[0] if line.startswith("cp ") else line.split()[3] for line in lines] == \
+            ["fetch_assignment", "cp", "submit", "fetch_feedback"], lines
+        logs = [self.run(lines[0])]
+        self.answer(answers, {}, hw)
+        return logs + [self.run(line) for line in lines[1:3]]
+
+    def fetch_feedback(self, hw: str) -> str:
+        return self.run(readme_handin(hw)[1][3])
+
+
 def instructor_answers(hw: str = HW) -> dict[str, str]:
     """{grade id: code} of each solution cell of the source notebook, its solution markers dropped."""
     nb = nbformat.read(os.path.join(ROOT, nc.notebook_of(hw)), as_version=4)
@@ -106,13 +163,14 @@ def round_trip(tmp_path_factory):
             "broken": ({}, {"comm.py": "def broken(:\n"})}
     students, exchanged, logs = {}, [], []          # exchanged: the logs of the steps through the exchange
     for name, (cells, files) in work.items():
+        if name == "correct":                       # as the student README says, command for command
+            student = students[name] = ReadmeStudent(base, name, exchange)
+            exchanged += student.hand_in(HW, cells) + student.hand_in(BUILDS_ON, instructor_answers(BUILDS_ON))
+            continue
         student = students[name] = Student(base, name, exchange)
         exchanged.append(student.nbgrader("fetch_assignment", HW))
         student.answer(cells, files)
         exchanged.append(student.nbgrader("submit", HW))
-    exchanged.append(students["correct"].nbgrader("fetch_assignment", BUILDS_ON))
-    students["correct"].answer(instructor_answers(BUILDS_ON), reference_files(BUILDS_ON), BUILDS_ON)
-    exchanged.append(students["correct"].nbgrader("submit", BUILDS_ON))
     exchanged.append(nc.collect(course, HW, check_owner=False))     # every student is this one user here
     exchanged.append(nc.collect(course, BUILDS_ON, check_owner=False))
     laid = nc.autograde(course, HW, log=logs.append)
@@ -120,7 +178,8 @@ def round_trip(tmp_path_factory):
     logs.append(nc.nbgrader(course, ["generate_feedback", HW, "--force"]))
     exchanged.append(nc.nbgrader(course, ["release_feedback", HW]))
     for student in students.values():
-        exchanged.append(student.nbgrader("fetch_feedback", HW))
+        exchanged.append(student.fetch_feedback(HW) if isinstance(student, ReadmeStudent)
+                         else student.nbgrader("fetch_feedback", HW))
     grades = nc.read_grades(nc.export(course))
     return dict(course=course, exchange=exchange, students=students, laid=laid, grades=grades,
                 logs=exchanged + logs, exchanged=exchanged, answers=answers, laid_builds_on=laid_builds_on)
