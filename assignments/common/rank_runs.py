@@ -32,7 +32,7 @@ import traceback
 from assignments.common.rank_inputs import for_ranks
 from minitorch_dist import LaunchError, PeerFailedError, RankError, SimNetwork, launch, shutdown
 from minitorch_dist.runtime.launching.plain import plain_record
-from minitorch_dist.runtime.observe.kernel_traffic import disagreements
+from minitorch_dist.runtime.observe.traffic_check import disagreements
 
 DEFAULT_DEADLINE = 10.0    # seconds a blocking op may wait (MINITORCH_DIST_DEADLINE overrides it)
 RUN_TIMEOUT = 180.0        # wall-clock limit of one launch (gloo/mpi), for code stuck outside comm ops

@@ -8,7 +8,7 @@ import torch
 
 from minitorch_dist import launch
 from minitorch_dist.runtime.observe import kernel_traffic
-from minitorch_dist.runtime.observe.kernel_traffic import disagreements
+from minitorch_dist.runtime.observe.traffic_check import disagreements
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux") or not kernel_traffic.available(),
                                 reason="sock_diag (Linux) is needed to read the kernel's per-socket counts")
@@ -138,7 +138,7 @@ PRIVATE_NETNS_PROBE = """
 import os, sys
 sys.path.insert(0, os.getcwd())
 from minitorch_dist import launch
-from minitorch_dist.runtime.observe.kernel_traffic import disagreements
+from minitorch_dist.runtime.observe.traffic_check import disagreements
 from tests.runtime.test_kernel_traffic import closed_side_channel, traffic
 for fn, args in ((traffic, ("ring", 1000)), (closed_side_channel, ()), (traffic, ("send", 50000))):
     res = launch(fn, 2, args=args, collectives=False)
