@@ -10,8 +10,9 @@ Gradescope unpacks the zip into /autograder/source, runs `setup.sh` once when it
 (Ubuntu; as root), then `run_autograder` for every submission, which finds the student's files in
 /autograder/submission and must leave /autograder/results/results.json.
 
-What the zip holds: setup.sh, run_autograder, requirements.txt (torch pinned, from its CPU index,
-and what the grader needs) and the part of the kit that grades this homework: the package with
+What the zip holds: setup.sh, run_autograder, requirements.txt (autograder/requirements.lock: the exact
+version of every package the grader needs, torch 2.13.0+cpu from its CPU index; tools/grader_lock.py)
+and the part of the kit that grades this homework: the package with
 its stubs (minitorch_dist/), the grader (autograder/ with only this homework's hidden tests),
 assignments/common and assignments/<hw> (harness and public tests), the tools the grader imports,
 pyproject.toml. Not in it: solutions/ (but the reference files the homework builds on, homework.json
@@ -20,8 +21,10 @@ lectures, notebooks (nbgrader grades those; the homework's source notebook and i
 answers), .git.
 The zip is checked for solution text (tools.release's leak scan) before it is written.
 
-setup.sh makes /autograder/source/.venv (python3 -m venv; apt-get installs python3-venv when it is
-missing) and installs requirements.txt into it. AUTOGRADER_ROOT (default /autograder) moves the
+setup.sh makes /autograder/source/.venv with the lock's Python (python3.11; apt-get installs it and
+its venv module when the image lacks them, and setup.sh stops with what to do when it cannot),
+installs requirements.txt into it with --no-deps (nothing is resolved on Gradescope) and checks that
+every installed version is the lock's. AUTOGRADER_ROOT (default /autograder) moves the
 whole layout, which is how tests run it in a temporary folder.
 """
 
@@ -34,6 +37,7 @@ import sys
 import tempfile
 import zipfile
 
+from tools.grader_lock import read as read_lock
 from tools.notebooks import notebooks, source_of
 from tools.overlay import DIST, ROOT, homework_manifest, kit_files
 from tools.release import find_leaks, homeworks
@@ -43,17 +47,37 @@ TOOLS_NEEDED = ("tools/__init__.py", "tools/overlay.py", "tools/intake.py", "too
 TORCH_INDEX = "https://download.pytorch.org/whl/cpu"     # the CPU build: no CUDA packages (several GB)
 
 SETUP = r"""#!/usr/bin/env bash
-# Gradescope: build the grader's environment once (as root, on Ubuntu).
+# Gradescope: build the grader's environment once (as root, on Ubuntu): Python __PYTHON__ (the lock's),
+# then exactly the versions of requirements.txt (tools/grader_lock.py), nothing resolved here.
 set -euo pipefail
 ROOT="${AUTOGRADER_ROOT:-/autograder}"
 cd "$ROOT/source"
-if ! python3 -m venv --help >/dev/null 2>&1 || ! python3 -c "import ensurepip" >/dev/null 2>&1; then
-  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3 python3-venv python3-pip
-fi
+PY=python__PYTHON__
 if [ ! -x .venv/bin/python ]; then
-  python3 -m venv .venv
+  if ! command -v "$PY" >/dev/null 2>&1 || ! "$PY" -c "import ensurepip, venv" >/dev/null 2>&1; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$PY" "$PY-venv" || {
+      echo "setup.sh: requirements.txt pins wheels for Python __PYTHON__ and this image has no $PY (apt could not" \
+           "install it): pick an Ubuntu image that has it (22.04: python3.11 in universe), or make the lock" \
+           "with this image's Python (python -m tools.grader_lock) and build the upload again" >&2
+      exit 1
+    }
+  fi
+  "$PY" -m venv .venv
 fi
-.venv/bin/python -m pip install --quiet --extra-index-url "__TORCH_INDEX__" -r requirements.txt
+.venv/bin/python -m pip install --quiet --no-deps --extra-index-url "__TORCH_INDEX__" -r requirements.txt
+.venv/bin/python - requirements.txt <<'CHECK'
+import importlib.metadata as md, sys
+def installed(name):
+    try:
+        return md.version(name)
+    except md.PackageNotFoundError:
+        return "missing"
+want = [line.split("==") for line in open(sys.argv[1]).read().split("\n") if line and not line.startswith("#")]
+bad = [f"{name} {installed(name)} (the lock: {version})" for name, version in want if installed(name) != version]
+if sys.version_info[:2] != tuple(map(int, "__PYTHON__".split("."))) or bad:
+    sys.exit(f"setup.sh: the venv differs from requirements.txt: Python {sys.version.split()[0]} "
+             f"(the lock's: __PYTHON__); {', '.join(bad) or 'every package as locked'}")
+CHECK
 .venv/bin/python -c "import torch, mpi4py, pytest; print('autograder ready: torch', torch.__version__)"
 """
 
@@ -64,7 +88,7 @@ ROOT="${AUTOGRADER_ROOT:-/autograder}"
 mkdir -p "$ROOT/results"
 cd "$ROOT/source"
 exec .venv/bin/python -m autograder.grade __HW__ "$ROOT/submission" --out "$ROOT/results/results.json" \
-    ${AUTOGRADER_ARGS:-}
+    --jobs 2 ${AUTOGRADER_ARGS:-}     # 2 tests at once: the 2 CPUs the README's container settings give
 """
 
 
@@ -83,12 +107,8 @@ def load_toml(path: str) -> dict:
 
 
 def requirements(root: str = ROOT) -> list[str]:
-    """torch (pinned) first, then the package's dependencies and the grader's (pytest, mpi4py, ...)."""
-    project = load_toml(os.path.join(root, "pyproject.toml"))["project"]
-    grader = ["pytest", "pytest-timeout", "psutil", "mpi4py>=4.0", "mpich"]
-    deps = [d for d in project["dependencies"] if not d.startswith("torch")]
-    torch = [d for d in project["dependencies"] if d.startswith("torch")]
-    return torch + deps + [g for g in grader if g not in deps]
+    """Every package the grader installs, exact ("torch==2.13.0+cpu", ...): the lock (tools/grader_lock.py)."""
+    return read_lock(root)[1]
 
 
 def upload_files(hw: str, root: str = ROOT) -> list[str]:
@@ -121,9 +141,10 @@ def build(hw: str, out: str, root: str = ROOT) -> dict:
                  if not leak.startswith(SOLUTIONS + "/") and not (leak.startswith("tools/") and ": marker " in leak)]
         if leaks:
             raise RuntimeError("the upload would leak solutions:\n  " + "\n  ".join(leaks[:20]))
-        scripts = {"setup.sh": SETUP.replace("__TORCH_INDEX__", TORCH_INDEX),
+        python, locked = read_lock(root)
+        scripts = {"setup.sh": SETUP.replace("__TORCH_INDEX__", TORCH_INDEX).replace("__PYTHON__", python),
                    "run_autograder": RUN.replace("__HW__", hw),
-                   "requirements.txt": "\n".join(requirements(root)) + "\n"}
+                   "requirements.txt": "\n".join(locked) + "\n"}
         with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as z:
             for name, text in scripts.items():
                 info = zipfile.ZipInfo(name)

@@ -19,7 +19,7 @@ import zipfile
 
 import pytest
 
-from tools import gradescope
+from tools import gradescope, grader_lock
 from tools.overlay import ROOT, copy_kit, homework_manifest
 
 
@@ -38,7 +38,9 @@ def test_the_upload_holds_the_grader_of_one_homework_and_no_solution(hw3_zip):
         reqs = z.read("requirements.txt").decode().split()
     assert {"setup.sh", "run_autograder", "requirements.txt"} <= names
     assert modes["setup.sh"] & 0o111 and modes["run_autograder"] & 0o111
-    assert reqs[0] == "torch==2.13.0" and "pytest" in reqs and any(r.startswith("mpi4py") for r in reqs)
+    assert reqs == grader_lock.read()[1] and "torch==2.13.0+cpu" in reqs and all("==" in r for r in reqs)
+    assert {r.split("==")[0].lower() for r in reqs} >= {"numpy", "pytest", "pytest-timeout", "psutil", "mpi4py", "mpich",
+                                                        "cloudpickle", "matplotlib", "pluggy"}      # and what they need
     assert "autograder/grade.py" in names and "autograder/hw3/test_powersgd.py" in names
     assert "minitorch_dist/compression/powersgd.py" in names and "assignments/hw3/tests/hw3_ranks.py" in names
     assert not any(n.startswith(("autograder/hw1/", "assignments/hw1/", "tests/", "lectures/", ".git")) for n in names)
@@ -116,10 +118,30 @@ def test_pyproject_is_read_without_tomllib(monkeypatch):
         import tomllib as real
     except ModuleNotFoundError:                                    # Python 3.10: the dev extra's tomli
         import tomli as real
-    want = gradescope.requirements()
+    want = grader_lock.needed()
     monkeypatch.setitem(sys.modules, "tomllib", None)              # import tomllib fails, as on 3.10
     monkeypatch.setitem(sys.modules, "tomli", types.SimpleNamespace(load=real.load))
-    assert gradescope.requirements() == want
+    assert grader_lock.needed() == want
     monkeypatch.setitem(sys.modules, "tomli", None)
     with pytest.raises(RuntimeError, match=r"Python 3\.11\+ \(tomllib\) or the tomli package .* pip install tomli"):
-        gradescope.requirements()
+        grader_lock.needed()
+
+
+def test_the_lock_is_this_venvs_and_setup_checks_every_version(hw3_zip, tmp_path):
+    """autograder/requirements.lock holds exactly what this venv has of the grader's packages and what they
+    require (python -m tools.grader_lock rewrites it); setup.sh stops, naming the package, when an installed
+    version differs from the lock (here: the kit's venv against a lock with one version changed)."""
+    assert grader_lock.differences() == [], "python -m tools.grader_lock"
+    python, lines = grader_lock.read()
+    assert python == grader_lock.python_version() and any(line.startswith("torch==") for line in lines)
+    root = tmp_path / "autograder"
+    source = root / "source"
+    with zipfile.ZipFile(hw3_zip[0]) as z:
+        z.extractall(source)
+    os.symlink(os.path.join(ROOT, ".venv"), source / ".venv")
+    numpy = next(line for line in lines if line.startswith("numpy=="))
+    (source / "requirements.txt").write_text("\n".join(line for line in lines if line != numpy) + "\nnumpy==0.0.1\n")
+    setup = (source / "setup.sh").read_text().replace(".venv/bin/python -m pip install", ": skipped here")
+    done = subprocess.run(["bash", "-c", setup], env=dict(os.environ, AUTOGRADER_ROOT=str(root)),
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode != 0 and f"numpy {numpy.split('==')[1]} (the lock: 0.0.1)" in done.stderr, done.stderr
