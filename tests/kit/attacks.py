@@ -323,12 +323,12 @@ _o.write(2, b"hostile host output\\n")
 BUSY = PRELUDE + '''
 for _ in range(24):
     if _o.fork() == 0:
-        _end = _t.time() + 40
+        _end = _t.time() + 30
         while _t.time() < _end:
             pass
         _o._exit(0)
 _say("DONE", __NAME__)
-_t.sleep(15)
+_t.sleep(12)
 '''
 
 # task 1.7 done the wrong way: a binomial tree (correct values) whose counters are rewritten to a
