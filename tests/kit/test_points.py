@@ -10,14 +10,15 @@ from __future__ import annotations
 import csv
 import json
 import os
+import re
 
 import pytest
 
 from autograder.gradebook import PROBLEMS, write_gradebook
 from autograder.results import GradedTest, results_json, summary_table
 from autograder.rubric import points_summary, rubric_tests, task_totals
-from tools.overlay import homework_manifest
-from tools.points import BONUS, CODE, NOTEBOOK, handout_rows, notebook_points
+from tools.overlay import ROOT, homework_manifest
+from tools.points import BEGIN, BONUS, CODE, END, NOTEBOOK, handout_rows, notebook_points
 
 HOMEWORKS = ["hw1", "hw2", "hw3", "hw4", "hw5", "hw6"]
 
@@ -93,6 +94,29 @@ def test_handout_results_table_and_gradebook_give_the_same_points(collected, hw,
         assert float(row["code_max"]) == pytest.approx(rows[CODE]) and float(row["bonus_max"]) == rows.get(BONUS, 0)
         assert float(row["code"]) + float(row["bonus"]) == pytest.approx(res["score"], abs=0.01)
         assert float(row["notebook_max"]) == rows.get(NOTEBOOK, 0) and row["problems"] == ""
+
+
+TASK_ROW = re.compile(r"^\| (\d+\.\d+)(?: \(bonus\))? \| ([\d.]+) \|", re.M)          # "| 5.6 (bonus) | 18 | ..."
+NOTEBOOK_WORDS = re.compile(r"(?:analysis, |\*\*Notebook\*\* \(|notebook is worth )(\d+) points", re.I)
+BONUS_WORDS = re.compile(r"its (\d+) points come on top of the (\d+)")
+
+
+@pytest.mark.parametrize("hw", HOMEWORKS)
+def test_the_handout_states_no_other_points(collected, hw):
+    """Points the handout's prose and its "What to implement" table state: the same as its points table."""
+    manifest = homework_manifest(hw)
+    tests, _ = collected(hw)
+    points = _grading(tests, manifest)[1]["extra_data"]
+    with open(os.path.join(ROOT, "assignments", hw, "README.md")) as f:
+        text = f.read()
+    outside = text[:text.index(BEGIN)] + text[text.index(END):]
+    for task, pts in TASK_ROW.findall(outside):
+        assert float(pts) == points["tasks"][task]["max"], f"assignments/{hw}/README.md: task {task} is worth " \
+            f"{points['tasks'][task]['max']:g} (its points table, the grader), not {pts}"
+    for pts in NOTEBOOK_WORDS.findall(outside):
+        assert float(pts) == notebook_points(hw), f"assignments/{hw}/README.md: the notebook is worth {notebook_points(hw):g}"
+    for bonus, code in BONUS_WORDS.findall(outside):
+        assert (float(bonus), float(code)) == (points["bonus"]["max"], points["code"]["max"]), (bonus, code)
 
 
 def test_gradebook_rows_for_every_group_member_and_ids_in_one_source_only(tmp_path, capsys):
