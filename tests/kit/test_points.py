@@ -149,18 +149,22 @@ def test_gradebook_rows_for_every_group_member_and_ids_in_one_source_only(tmp_pa
 
 
 def test_the_table_counts_cases_and_the_message_counts_runs():
-    """The harness judges several runs in one test case ("1 of 3 cases failed"); the table counts the
-    test's cases (0/1): the message says runs, so the two never read as one count."""
-    import pytest as pt
+    """The harness judges several runs in one test case ("1 of 3 cases failed", its own words); the table
+    counts the test's cases (0/1): the message the grader keeps says runs, so the two never read as one."""
+    from types import SimpleNamespace
+
+    from assignments.common.rank_runs import judge
     from autograder.feedback import short_message
-    try:
-        pt.fail("1 of 3 cases failed:\np=4 gloo:\n    wrong sum\n2 cases not run: no mpi", pytrace=False)
-    except pt.fail.Exception as exc:
-        message = short_message(exc, "")
-    assert message.splitlines()[0] == "1 of the 3 runs of this case failed:" and "2 runs of this case not run" in message
+    runs = [SimpleNamespace(error=None, label=f"p={p} gloo") for p in (2, 3, 4)]
+    runs += [SimpleNamespace(error="not run: mpi is missing", label=f"p={p} mpi") for p in (2, 4)]
+    with pytest.raises(pytest.fail.Exception) as failed:                  # the harness's real verdict
+        judge(runs, lambda run: ["wrong sum"] if run.label == "p=4 gloo" else [])
+    message = short_message(failed.value, "")
+    assert message.splitlines()[0] == "3 of the 5 runs of this case failed:", message
+    assert "2 runs of this case not run: mpi is missing" in message and "cases" not in message, message
     test = GradedTest(function="t.py::x", name="HW9 9.1 x: test_x", points=3.0, limit=1, visibility="visible",
                       cases=["t.py::x"], case_tasks={"t.py::x": "task9_1"})
     test.outcomes = {"t.py::x": {"outcome": "failed", "message": message}}
     line = summary_table([test], "t", 1.0).splitlines()[3]
-    assert " 0/1 " in line and "1 of the 3 runs of this case failed" in line and "cases failed" not in line
+    assert " 0/1 " in line and "3 of the 5 runs of this case failed" in line and "cases failed" not in line
     assert task_totals([test]) == {"9.1": {"score": 0.0, "max": 3.0}}
