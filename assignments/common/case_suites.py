@@ -6,6 +6,11 @@ of cases into Outcomes, and the Suite that runs a test file's cases once per wor
 
 A case has `kind` (the piece it exercises, also the stub memo's key), `task`, `tag` and
 `describe(p)`.
+
+Inputs: a harness that makes each rank's input of a case in this process (from the grading's secret,
+rank_inputs.py) binds `make_inputs(case, p) -> [rank 0's input, ..., rank p-1's]`; each rank then
+receives only its own (rank_fn(group, cases, own)) and the Outcome keeps all of them (`inputs`), for
+the verdict to compute what the ranks should hold.
 """
 
 from __future__ import annotations
@@ -26,20 +31,25 @@ class Outcome:
     backend: str
     ranks: list = field(default_factory=list)
     error: str | None = None
+    inputs: list = field(default_factory=list)     # each rank's input (made here, make_inputs), or []
 
     @property
     def label(self) -> str:
         return f"{self.case.describe(self.p)} on {self.backend}"
 
 
-def run_outcomes(rank_fn, cases, p: int, backend: str, network: SimNetwork | None, **launch) -> list[Outcome]:
+def run_outcomes(rank_fn, cases, p: int, backend: str, network: SimNetwork | None, make_inputs=None,
+                 **launch) -> list[Outcome]:
     """Run `cases` on p ranks in one launch (rank_runs.run_batched, keyed by kind); one Outcome per
-    case, in order (errors recorded, never raised)."""
+    case, in order (errors recorded, never raised). make_inputs(case, p): every rank's input of a
+    case, made here; each rank is sent its own only."""
     cases = list(cases)
+    inputs = None if make_inputs is None else [make_inputs(case, p) for case in cases]
     got = rank_runs.run_batched(rank_fn, cases, p, key=lambda c: c.kind, describe=lambda c, q: c.describe(q),
-                                backend=backend, network=network, **launch)
-    return [Outcome(case, p, backend, error=res[1]) if res[0] == "error" else Outcome(case, p, backend, res[1])
-            for case, res in zip(cases, got)]
+                                backend=backend, network=network, inputs=inputs, **launch)
+    kept = inputs or [[] for _ in cases]
+    return [Outcome(case, p, backend, error=res[1], inputs=xs) if res[0] == "error"
+            else Outcome(case, p, backend, res[1], inputs=xs) for case, xs, res in zip(cases, kept, got)]
 
 
 class Suite:
@@ -68,15 +78,16 @@ class Suite:
         return found
 
 
-def bind(rank_fn, **launch):
-    """(run_cases, Suite) of a homework: its rank code `rank_fn(group, cases)` and launch options.
+def bind(rank_fn, make_inputs=None, **launch):
+    """(run_cases, Suite) of a homework: its rank code `rank_fn(group, cases)` (with make_inputs:
+    `rank_fn(group, cases, own)`, own = this rank's input of each case) and launch options.
 
     run_cases(cases, p, backend="gloo", network=None) -> [Outcome], one launch per batch; Suite is
     a Suite subclass that runs its cases with it.
     """
     def run_cases(cases, p: int, backend: str = "gloo", network: SimNetwork | None = None) -> list[Outcome]:
         """Run `cases` on p ranks in one launch; one Outcome per case, in order (errors recorded, never raised)."""
-        return run_outcomes(rank_fn, cases, p, backend, network, **launch)
+        return run_outcomes(rank_fn, cases, p, backend, network, make_inputs, **launch)
 
     class BoundSuite(Suite):
         """The cases of a set of tests, run on first use once per world size and kept."""

@@ -29,6 +29,8 @@ import copy
 import os
 import traceback
 
+import torch
+
 from assignments.common.rank_inputs import for_ranks
 from minitorch_dist import LaunchError, PeerFailedError, RankError, SimNetwork, launch, shutdown
 from minitorch_dist.runtime.launching.plain import plain_record
@@ -67,6 +69,19 @@ def student_frames(exc: BaseException, harness_suffix: str = "_ranks.py") -> str
     return "".join(traceback.format_list(frames[-4:])).rstrip()
 
 
+def own_copy(value):
+    """A copy of a rank's input: tensors cloned inside lists, tuples and dicts, anything else deep-copied.
+    (Not copy.deepcopy on the whole: its memo would put the copies beside the originals in one call,
+    which the device guard of tests/kit reads as a CPU tensor meeting group.device's.)"""
+    if isinstance(value, torch.Tensor):
+        return value.clone()
+    if isinstance(value, (list, tuple)):
+        return type(value)(own_copy(v) for v in value)
+    if isinstance(value, dict):
+        return {k: own_copy(v) for k, v in value.items()}
+    return copy.deepcopy(value)
+
+
 def run_case_list(group, cases, run_one, key, inputs=None) -> list[dict]:
     """Rank code: run_one(case, group) -> dict for every case, in order; with `inputs` (this rank's
     own input of each case, from run_batched), run_one(case, group, a copy of the case's input):
@@ -81,7 +96,7 @@ def run_case_list(group, cases, run_one, key, inputs=None) -> list[dict]:
             results.append({"error": missing[key(case)]})
             continue
         try:
-            own = () if inputs is None else (copy.deepcopy(inputs[index]),)
+            own = () if inputs is None else (own_copy(inputs[index]),)
             results.append(run_one(case, group, *own))
         except NotImplementedError as exc:         # a stub: raised on every rank before any message
             missing[key(case)] = f"{STUB}{exc}"

@@ -2,8 +2,10 @@
 its version's task).
 
 Results: after k steps (SGD with momentum, and AdamW) every rank's parameters equal a
-single-process run on the whole global batch within hw2_checks.TOL = 1e-12 (float64), and every
-replica holds exactly rank 0's bits; world sizes 1-4; the MLP and the tied-weight transformer.
+single-process run on the whole global batch within hw2_checks.TOL = 1e-12 (float64; TOL_ADAMW =
+1e-11 with AdamW), and every replica holds exactly rank 0's bits; world sizes 1-4; the MLP and the
+tied-weight transformer. The batches are drawn from the grading's secret and each rank is sent only
+its part (hw2_inputs.py): a rank that skips the all-reduce cannot rebuild the others' gradients.
 Edge cases: a frozen parameter (never sent: bytes counted), a parameter unused on odd steps
 (its .grad stays None, as in the reference), gradient accumulation under no_sync (no all-reduce
 during accumulation steps). How: per step, the version's number of all-reduces of exactly the

@@ -20,6 +20,7 @@ import json
 import os
 import sys
 
+from assignments.common.rank_inputs import for_ranks
 from assignments.common.rank_runs import try_launch
 from tests.kit.device_guard import guarded
 
@@ -46,6 +47,16 @@ def representative(hw: str, p: int = P, kinds=None) -> list:
     return cases
 
 
+def own_inputs(hw: str, cases: list, p: int) -> list | None:
+    """launch()'s rank_args when the homework's harness makes each rank's inputs in the test process
+    (assignments/<hw>/tests/<hw>_inputs.py: make_inputs(case, p)), else None."""
+    try:
+        maker = importlib.import_module(f"assignments.{hw}.tests.{hw}_inputs").make_inputs
+    except ModuleNotFoundError:
+        return None
+    return for_ranks([maker(case, p) for case in cases])
+
+
 def probe(hw: str, guard: bool = True, backend: str = "gloo", p: int = P, kinds=None) -> tuple[str | None, dict | None]:
     """(None, {"kinds": the cases' kinds, "ranks": what each rank returned, case by case}) when every
     representative case (of `kinds`) ran clean on p ranks, else (the first error, None)."""
@@ -54,7 +65,7 @@ def probe(hw: str, guard: bool = True, backend: str = "gloo", p: int = P, kinds=
     launch["collectives"] = True                      # hw5's bonus 5.6 (a grid) averages with all_reduce
     cases = representative(hw, p, kinds)
     fn, args = (guarded, (ranks.run_cases_on_rank, cases)) if guard else (ranks.run_cases_on_rank, (cases,))
-    result, err = try_launch(fn, p, args, backend, **launch)
+    result, err = try_launch(fn, p, args, backend, rank_args=own_inputs(hw, cases, p), **launch)
     if err is not None:
         return f"{err.exc_type}: {err.message}", None
     problems = [r["error"] for rank in result for r in rank if isinstance(r, dict) and "error" in r]

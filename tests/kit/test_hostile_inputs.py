@@ -14,10 +14,15 @@ The inputs come from the trusted test process (assignments/common/rank_inputs.py
 receives only its own, made from a secret drawn per grading, so every case fails but p = 1. Before
 that design (ranks made their inputs from a seed in the case) the same code took the hidden tests'
 full marks. The control: with the sandbox off the attack reads the secret file and takes them again.
+
+Homework 2 (GOSSIP below): a ring_gossip_ that sends nothing and rebuilds its ring neighbours' x the
+same ways (every rank's x in memory, any harness function that makes values, the secret, the old
+closed form 6 (i (r % 5 + 1) + 7 r^2)) keeps only the p = 1 share of the hidden test_ring_gossip_step.
 """
 
 import json
 import os
+import re
 
 import pytest
 
@@ -127,6 +132,85 @@ print("ATTACK-DONE: REBUILD", flush=True)
 return x
 '''
 
+GOSSIP = '''
+import gc as _gc, glob as _gl, importlib as _il, inspect as _in, os as _o, sys as _y
+import torch as _t
+_p, _me = group.size, group.rank
+_var = "AUTOGRADER_INPUT_SECRET"
+def _say(what):
+    print(f"ATTACK-REBUILT: {what}", flush=True)
+def _mine(xs):
+    try:
+        return len(xs) == _p and _t.equal(_t.as_tensor(xs[_me]).reshape(x.shape).to(x.dtype).cpu(), x.cpu())
+    except Exception:
+        return False
+def _secrets():
+    found = [v for k, v in _o.environ.items() if k.startswith(_var)]
+    for _env in _gl.glob("/proc/*/environ"):
+        try:
+            found += [kv.split(b"=", 1)[1].decode() for kv in open(_env, "rb").read().split(b"\\0")
+                      if kv.startswith(_var.encode())]
+        except OSError:
+            pass
+    for _v in list(found):
+        try:
+            found.append(open(_v).read().strip())
+        except Exception:
+            pass
+    return [None] + list(dict.fromkeys(found))
+def _rebuild():
+    for obj in _gc.get_objects():                     # every rank's x held in this process
+        if type(obj) in (list, tuple) and len(obj) == _p and all(isinstance(v, _t.Tensor) for v in obj):
+            if obj[_me] is not x and _mine(obj):
+                _say("every rank's x found in memory")
+                return list(obj)
+    for _f in _gl.glob("assignments/hw2/tests/*.py") + _gl.glob("assignments/common/*.py"):
+        try:
+            _il.import_module(_f[:-3].replace("/", "."))
+        except Exception:
+            pass
+    words = ("input", "value", "gossip")
+    makers = {id(fn): (name, fn) for mod_name, mod in list(_y.modules.items())
+              if mod_name.startswith("assignments") and mod is not None
+              for name, fn in list(vars(mod).items())
+              if callable(fn) and not isinstance(fn, type) and any(w in name.lower() for w in words)}
+    cases, f = [], _in.currentframe()
+    while f is not None:
+        cases += [v for v in list(f.f_locals.values()) if hasattr(v, "kind") and hasattr(v, "describe")]
+        f = f.f_back
+    for secret in _secrets():
+        if secret is not None:
+            _o.environ[_var] = secret
+        for name, fn in makers.values():
+            calls = [lambda: [fn(r) for r in range(_p)], lambda: [fn(r, _p) for r in range(_p)]]
+            calls += [lambda c=c: list(fn(c, _p)) for c in cases]
+            for call in calls:
+                try:
+                    xs = call()
+                    if _mine(xs):
+                        _say(f"{name} (secret {'found' if secret else 'not needed'})")
+                        return xs
+                except Exception:
+                    pass
+    n = x.numel()
+    old = [(6.0 * (_t.arange(n, dtype=_t.float64) * (r % 5 + 1) + 7 * r * r)).reshape(x.shape) for r in range(_p)]
+    if _mine(old):
+        _say("closed form 6 (i (r % 5 + 1) + 7 r^2)")
+        return old
+    return None
+_xs = _rebuild()
+if _xs is not None and _p > 1:
+    _xs = [v.reshape(x.shape).to(x.dtype).to(x.device) for v in _xs]
+    if _p == 2:
+        x.copy_((_xs[0] + _xs[1]) / 2)
+    else:
+        x.copy_((_xs[(_me - 1) % _p] + _xs[_me] + _xs[(_me + 1) % _p]) / 3)
+elif _xs is None:
+    _say("nothing rebuilt")
+print("ATTACK-DONE: GOSSIP", flush=True)
+return x
+'''
+
 ONLY = r"HW1 1\.[47] .*: test_(naive|ring)_all_reduce$"        # the hidden tests, one case per world size
 
 
@@ -158,3 +242,30 @@ def test_the_attack_rebuilds_the_inputs_where_it_can_read_the_secret(tmp_path):
     naive = [t for t in results["tests"] if t["name"].endswith(": test_naive_all_reduce")][0]
     shown = "\n".join(line for line in naive["output"].splitlines() if "ATTACK-" not in line)
     assert naive["score"] == naive["max_score"], shown[:3000]
+
+
+def first_region(task: str, code: str, homework: str):
+    """A mutation: `code` at the start of the first student region of `task` only."""
+    def mutate(text):
+        marker = re.compile(rf"^( *)# BEGIN SOLUTION  \({homework} task {re.escape(task)}\)\n", re.M)
+        m = marker.search(text)
+        assert m, f"no region of {homework} task {task}"
+        return text[:m.end()] + "".join(f"{m.group(1)}{line}\n" for line in code.splitlines()) + text[m.end():]
+    return mutate
+
+
+def test_a_ring_gossip_that_rebuilds_its_neighbours_inputs_scores_nothing(tmp_path):
+    """Homework 2: every case of the hidden test_ring_gossip_step fails but p = 1 (0.67 of its 4 points),
+    and the task's rubric entry gives nothing. With the harness of before hw2_inputs.py (each rank made
+    its x from a closed form) the same code took 6 (the test's 4 and 2 of the rubric entry). One
+    grading of one test (about 40 s)."""
+    sub = make_submission(tmp_path / "gossip", {"dpsgd.py": first_region("2.5", GOSSIP, "HW2")}, homework="hw2")
+    out = tmp_path / "results.json"
+    results = run(sub, homework="hw2", only=r"HW2 2\.5 .*: test_ring_gossip_step$", out=str(out), jobs=1)
+    ring = [t for t in results["tests"][1:] if t["name"].endswith(": test_ring_gossip_step")][0]
+    deserved = ring["max_score"] / 6                                                    # the p = 1 case
+    assert results["score"] <= deserved + 1e-3, [(t["name"], t["score"]) for t in results["tests"]]   # rounded
+    assert "ATTACK-DONE: GOSSIP" in ring["output"], ring["output"][-2000:]
+    assert "values differ" in ring["output"], ring["output"][-2000:]                   # caught by the value checks
+    assert json.loads(out.read_text())["score"] == results["score"]
+    assert sandboxed_processes(uids_of(results)) == [], "sandboxed processes outlived the grading"

@@ -2,7 +2,9 @@
 
 ring_gossip_, push-sum and moshpit get float64 inputs that are small multiples of 6 or 8, so
 their closed forms are computed exactly here and compared bit for bit. D-PSGD and SGP runs are
-replayed here, all p ranks in one process, and compared within hw2_checks.TOL.
+replayed here, all p ranks in one process, and compared within hw2_checks.TOL. Every input is the
+one this process made and sent (Outcome.inputs, hw2_inputs.py), never what a rank reports it started
+from.
 """
 
 from __future__ import annotations
@@ -11,10 +13,11 @@ import functools
 
 import torch
 
+from assignments.common.rank_inputs import secret
 from assignments.hw2.tests.hw2_checks import TOL
 from assignments.hw2.tests.hw2_harness import Outcome
-from assignments.hw2.tests.hw2_setup import (Case, build_model, flat_all, gossip_value, initial_weights, loss_of,
-                                             own_batch)
+from assignments.hw2.tests.hw2_inputs import decentralized
+from assignments.hw2.tests.hw2_setup import Case, build_model, flat_all, load_flat, loss_of
 from minitorch_dist.gossip import exponential_peers
 
 
@@ -32,7 +35,7 @@ def ring_gossip_problems(o: Outcome) -> list[str]:
     """x becomes the mean of this rank's x and its ring neighbours' (exactly); sum_i x_i is kept."""
     if o.error is not None:
         return [o.error]
-    p, xs = o.p, [gossip_value(r) for r in range(o.p)]
+    p, xs = o.p, o.inputs
     problems = []
     for r, rep in enumerate(o.ranks):
         if p == 1:
@@ -57,37 +60,49 @@ def push_sum_problems(o: Outcome) -> list[str]:
         return [o.error]
     p, problems = o.p, []
     exact = o.case.seed in (0, 2)
-    w0 = sum(float(o.ranks[r]["ws"][0]) for r in range(p))
+    seq = _sequences(o)
+    w0 = sum(float(seq[r]["ws"][0]) for r in range(p))
     for k in range(o.case.steps):
         step = o.case.start + k
         for r in range(p):
             src = exponential_peers(r, p, step)[1] if p > 1 else r
             for name, key in (("x", "xs"), ("w", "ws")):
-                before = o.ranks[r][key][k]
-                want = before if p == 1 else before / 2 + o.ranks[src][key][k] / 2
-                got = o.ranks[r][key][k + 1]
+                before = seq[r][key][k]
+                want = before if p == 1 else before / 2 + seq[src][key][k] / 2
+                got = seq[r][key][k + 1]
                 msg = _exact(got, want, f"step {step}, rank {r}: {name}") if exact or name == "w" else (
                     None if torch.allclose(got, want, rtol=0, atol=TOL) else f"step {step}, rank {r}: {name} = "
                     f"{got.flatten()[:3].tolist()}..., expected {want.flatten()[:3].tolist()}...")
                 if msg:
                     problems.append(msg + f" (half of its own plus half of rank {src}'s, the in-peer at this step)")
-        total_w = sum(float(o.ranks[r]["ws"][k + 1]) for r in range(p))
+        total_w = sum(float(seq[r]["ws"][k + 1]) for r in range(p))
         if total_w != w0:
             problems.append(f"after step {step}: sum of w over ranks = {total_w!r}, must stay exactly {w0!r} "
                             f"(p when every w starts at 1)")
-        total = sum(o.ranks[r]["xs"][k + 1] for r in range(p))
-        if exact and not torch.equal(total, sum(o.ranks[r]["xs"][0] for r in range(p))):
+        total = sum(seq[r]["xs"][k + 1] for r in range(p))
+        if exact and not torch.equal(total, sum(seq[r]["xs"][0] for r in range(p))):
             problems.append(f"after step {step}: the sum of x over ranks changed")
         if problems:
             break
     return problems
 
 
+def _sequences(o: Outcome) -> list[dict]:
+    """Each rank's x and w before the first step (the inputs this process sent) and after each step
+    (what the rank reported)."""
+    return [{"xs": [o.inputs[r]["x"]] + list(rep["xs"][1:]), "ws": [o.inputs[r]["w"]] + list(rep["ws"][1:])}
+            for r, rep in enumerate(o.ranks)]
+
+
+def _initial_mean(o: Outcome) -> torch.Tensor:
+    return sum(o.inputs[r]["x"] for r in range(o.p)) / o.p
+
+
 def exact_mean_problems(o: Outcome) -> list[str]:
     """p a power of two: after log2 p steps every rank's z = x / w is the mean of the initial x."""
     if o.error is not None:
         return [o.error]
-    mean = sum(o.ranks[r]["xs"][0] for r in range(o.p)) / o.p
+    mean = _initial_mean(o)
     problems = []
     for r, rep in enumerate(o.ranks):
         msg = _exact(rep["xs"][-1] / rep["ws"][-1], mean, f"rank {r}: z = x / w after {o.case.steps} steps")
@@ -98,8 +113,8 @@ def exact_mean_problems(o: Outcome) -> list[str]:
 
 def consensus_distances(o: Outcome) -> list[float]:
     """max over ranks of |z_r - mean z_0| after each step (index 0: before any step)."""
-    mean = sum(o.ranks[r]["xs"][0] for r in range(o.p)) / o.p
-    return [max(float((rep["xs"][k] / rep["ws"][k] - mean).abs().max()) for rep in o.ranks)
+    mean = _initial_mean(o)
+    return [max(float((rep["xs"][k] / rep["ws"][k] - mean).abs().max()) for rep in _sequences(o))
             for k in range(o.case.steps + 1)]
 
 
@@ -118,19 +133,25 @@ def consensus_problems(o: Outcome, shrink: float) -> list[str]:
     return []
 
 
-@functools.lru_cache(maxsize=16)
 def decentralized_reference(case: Case, p: int) -> tuple[list[list[torch.Tensor]], list[list[float]]]:
     """(flat parameters of every rank after each step, losses of each step per rank): the D-PSGD or
-    SGP formulas on all p ranks in this process (rank r starts from seed r, trains on own_batch)."""
-    models = [build_model(case, seed=r) for r in range(p)]
-    w = initial_weights(case, p)
+    SGP formulas on all p ranks in this process (rank r starts from its own weights and trains on its
+    own batches: hw2_inputs.decentralized, what each rank was sent)."""
+    return _decentralized_reference(case, p, secret())
+
+
+@functools.lru_cache(maxsize=16)
+def _decentralized_reference(case: Case, p: int, _secret: bytes):
+    inits, own, w = decentralized(case, p)
+    models = [load_flat(build_model(case), init) for init in inits]
+    w = list(w)
     x = [flat_all(m) * w[r] for r, m in enumerate(models)]       # the models hold z = x / w
     flats, losses = [[flat_all(m) for m in models]], []
     for s in range(case.steps):
         grads, step_losses = [], []
         for r, m in enumerate(models):
             m.zero_grad(set_to_none=True)
-            loss = loss_of(case, m, *own_batch(case, r, s), s)
+            loss = loss_of(case, m, *own[r][s], s)
             loss.backward()
             grads.append(torch.cat([q.grad.reshape(-1) for q in m.parameters()]))
             step_losses.append(loss.item())
@@ -183,7 +204,7 @@ def moshpit_problems(o: Outcome) -> list[str]:
                if rep.get("raised") != "ValueError" or str(o.p) not in rep["message"]]
         return [f"p={o.p} is not a power of 2: ranks {bad} must raise ValueError naming p (before any message); "
                 f"got {[o.ranks[r].get('raised') or 'a result' for r in bad]}"] if bad else []
-    mean = sum(gossip_value(r) for r in range(o.p)) / o.p
+    mean = sum(o.inputs) / o.p
     problems = [m for r, rep in enumerate(o.ranks) if (m := _exact(rep.get("x"), mean, f"rank {r}: x"))]
     problems += [f"rank {r}: moshpit_average_ must work in place and return x itself"
                  for r, rep in enumerate(o.ranks) if "x" in rep and not rep["ret_is_x"]]

@@ -6,11 +6,14 @@
 A test describes a run as a Case (hw2_setup.py: which piece, model, optimizer, steps, edge case).
 The harness runs a list of cases on p ranks in one launch (gloo by default; sim and mpi too), with
 the provided collectives on and the trace recorded, because homework 2 is graded on *how* it
-communicates as well as on what it computes. Each rank returns, per case, its parameters or values
-and what it did (hw2_ranks.py); the verdict is taken in the grading process (hw2_checks.py) against
-a single-process reference or a closed form.
+communicates as well as on what it computes. What each rank trains on or averages is made here,
+in the grading process, from the grading's secret (hw2_inputs.py), and each rank receives only its
+own; the Outcome keeps all of them (Outcome.inputs). Each rank returns, per case, its parameters or
+values and what it did (hw2_ranks.py); the verdict is taken in the grading process (hw2_checks.py)
+against a single-process reference or a closed form computed from those inputs.
 
-Files: hw2_setup.py (cases, models, data, the reference run), hw2_ranks.py (rank code), this file
+Files: hw2_setup.py (cases, models, data, the reference run), hw2_inputs.py (every rank's input,
+from the secret), hw2_ranks.py (rank code), this file
 (launching, suites), hw2_checks.py (the verdict), assignments/common/rank_runs.py and case_suites.py
 (batched launches, the stub memo, the judge; shared with homework 1). They are modules of the
 package `assignments`, imported by full name (assignments.hw2.tests.hw2_ranks): rank functions are
@@ -23,6 +26,7 @@ at once without a launch (per kind, not per task: a task may have a stub and a f
 from __future__ import annotations
 
 from assignments.common import case_suites, rank_runs
+from assignments.hw2.tests.hw2_inputs import make_inputs
 from assignments.hw2.tests.hw2_ranks import (rank_bucketed_rank_dies,  # noqa: F401 (the tests import them here)
                                              run_cases_on_rank)
 from assignments.hw2.tests.hw2_setup import Case
@@ -38,4 +42,4 @@ def try_launch(fn, p: int, args=(), backend: str = "gloo", network: SimNetwork |
     return rank_runs.try_launch(fn, p, args, backend, network, **HW2_LAUNCH)
 
 
-run_cases, Suite = case_suites.bind(run_cases_on_rank, **HW2_LAUNCH)
+run_cases, Suite = case_suites.bind(run_cases_on_rank, make_inputs=make_inputs, **HW2_LAUNCH)

@@ -1,6 +1,8 @@
 """Homework 2 test harness, rank side: the code each rank runs for a case. It only reports (the
 parameters after training, per-step counters, when each all-reduce started relative to the end of
-backward, the gossip values); the verdict is taken in the grading process (hw2_checks.py).
+backward, the gossip values); the verdict is taken in the grading process (hw2_checks.py). What a
+rank trains on or averages is made in the grading process (hw2_inputs.py) and comes to the rank as
+its own argument: it holds no other rank's.
 """
 
 from __future__ import annotations
@@ -10,8 +12,8 @@ import os
 import torch
 
 from assignments.common.rank_runs import run_case_list
-from assignments.hw2.tests.hw2_setup import (Case, build_model, cross_entropy, flat_all, global_batch, gossip_value,
-                                             initial_weights, loss_of, make_optimizer, own_batch, trainable_bytes)
+from assignments.hw2.tests.hw2_setup import (Case, build_model, cross_entropy, flat_all, global_batch, load_flat,
+                                             loss_of, make_optimizer, trainable_bytes)
 from minitorch_dist.data import local_part
 
 COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "broadcast")
@@ -36,10 +38,9 @@ def _make_dp(case: Case, model, group):
     return {"allreduce": AllReduceDDP, "overlap": OverlapDDP}[case.kind](model, group)
 
 
-def _dp_step(case: Case, ddp, model, opt, group, step: int) -> dict:
+def _dp_step(case: Case, ddp, model, opt, group, step: int, batch) -> dict:
     """One data-parallel step on this rank's part of the global batch; what happened in it."""
-    x, y = global_batch(case, step)
-    x, y = (local_part(t, group.rank, group.size).to(group.device) for t in (x, y))
+    x, y = (t.to(group.device) for t in batch)
     first_event, before = len(group.events), _counts(group)
     opt.zero_grad(set_to_none=True)
     in_no_sync = 0
@@ -62,15 +63,19 @@ def _dp_step(case: Case, ddp, model, opt, group, step: int) -> dict:
             "grad_none": grad_none}
 
 
-def run_dp(case: Case, group) -> dict:
-    """A data-parallel run; edge "outside": rank r starts from its own weights (seed r), the wrapper's
-    .module and named_parameters() are reported, and the parameters after every step."""
-    model = build_model(case, seed=group.rank if case.edge == "outside" else 0).to(group.device)
+def run_dp(case: Case, group, own: dict) -> dict:
+    """A data-parallel run on this rank's parts of the global batches (own["batches"]); edge
+    "outside": rank r starts from its own weights (own["init"]), the wrapper's .module and
+    named_parameters() are reported, and the parameters after every step."""
+    model = build_model(case)
+    if own["init"] is not None:
+        load_flat(model, own["init"])
+    model = model.to(group.device)
     ddp = _make_dp(case, model, group)
     opt = make_optimizer(case, model)
     steps, flats = [], []
     for s in range(case.steps):
-        steps.append(_dp_step(case, ddp, model, opt, group, s))
+        steps.append(_dp_step(case, ddp, model, opt, group, s, own["batches"][s]))
         flats.append(flat_all(model))
     extra = {}
     if case.edge == "outside":
@@ -80,7 +85,8 @@ def run_dp(case: Case, group) -> dict:
             "n_trainable": sum(1 for p in model.parameters() if p.requires_grad), **extra}
 
 
-def run_ps(case: Case, group) -> dict:
+def run_ps(case: Case, group, own) -> dict:
+    """Rank 0 holds the global batches (own); the workers hold nothing but what rank 0 sends them."""
     from minitorch_dist.data_parallel import ParameterServer
     model = build_model(case).to(group.device)
     opt = make_optimizer(case, model) if group.rank == 0 else None
@@ -88,7 +94,7 @@ def run_ps(case: Case, group) -> dict:
     first_event, steps = len(group.events), []
     for s in range(case.steps):
         before = _counts(group)
-        x, y = [t.to(group.device) for t in global_batch(case, s)] if group.rank == 0 else (None, None)
+        x, y = [t.to(group.device) for t in own[s]] if group.rank == 0 else (None, None)
         loss = ps.step(x, y)
         steps.append({**_delta(_counts(group), before), "loss": loss})
     peers = sorted({e.peer for e in group.events[first_event:] if e.op in P2P and e.group == "world"})
@@ -97,27 +103,17 @@ def run_ps(case: Case, group) -> dict:
             "trainable_bytes": trainable_bytes(model)}
 
 
-def run_ring_gossip(case: Case, group) -> dict:
+def run_ring_gossip(case: Case, group, x: torch.Tensor) -> dict:
     from minitorch_dist.gossip import ring_gossip_
-    x = gossip_value(group.rank).to(group.device)
+    x = x.to(group.device)
     ret = ring_gossip_(x, group)
     return {"x": x, "ret_is_x": ret is x}
 
 
-def run_push_sum(case: Case, group) -> dict:
-    """case.steps push-sum steps from step case.start; x and w after each step.
-
-    seed 0: x small integers times 8 (halving stays exact), w = 1; seed 2: the same x, w = 0.5 or
-    1.5 (alternating by rank, so the weights matter); other seeds: random x, w = 1.
-    """
+def run_push_sum(case: Case, group, own: dict) -> dict:
+    """case.steps push-sum steps from step case.start on this rank's own (x, w); x and w after each step."""
     from minitorch_dist.gossip import push_sum_step_
-    g = torch.Generator().manual_seed(case.seed * 101 + group.rank)
-    if case.seed in (0, 2):
-        x = 8.0 * (torch.arange(12, dtype=torch.float64) + 5 * group.rank * group.rank).reshape(3, 4)
-    else:
-        x = torch.randn(3, 4, generator=g, dtype=torch.float64)       # drawn on the CPU: the same on any device
-    x = x.to(group.device)
-    w = torch.full((1,), 0.5 + group.rank % 2 if case.seed == 2 else 1.0, dtype=torch.float64, device=group.device)
+    x, w = own["x"].to(group.device), own["w"].to(group.device)
     xs, ws = [x.clone()], [w.clone()]
     for k in range(case.start, case.start + case.steps):
         push_sum_step_(x, w, group, k)
@@ -126,28 +122,28 @@ def run_push_sum(case: Case, group) -> dict:
     return {"xs": xs, "ws": ws}
 
 
-def run_decentralized(case: Case, group) -> dict:
-    """DPSGD or SGP: rank r starts from its own model (seed r) and trains on its own batches."""
+def run_decentralized(case: Case, group, own: dict) -> dict:
+    """DPSGD or SGP: rank r starts from its own model (own["init"]) and trains on its own batches."""
     from minitorch_dist.gossip import DPSGD, SGP
-    model = build_model(case, seed=group.rank).to(group.device)
+    model = load_flat(build_model(case), own["init"]).to(group.device)
     trainer = (DPSGD if case.kind == "dpsgd" else SGP)(
         model, group, cross_entropy, lr=case.lr)
-    w = initial_weights(case, group.size)[group.rank]
+    w = own["w"]
     if w != 1.0:                                  # SGP's documented state: x = z * w, the model holds z
         trainer.w.fill_(w)
         trainer.x.mul_(w)
     flats, losses = [flat_all(model)], []
     for s in range(case.steps):
-        losses.append(trainer.step(*[t.to(group.device) for t in own_batch(case, group.rank, s)]))
+        losses.append(trainer.step(*[t.to(group.device) for t in own["batches"][s]]))
         flats.append(flat_all(model))
     extra = {"w": trainer.w.clone()} if case.kind == "sgp" else {}
     keep = flats if case.steps <= 4 else [flats[0], flats[-1]]
     return {"flats": keep, "losses": losses, **extra}
 
 
-def run_moshpit(case: Case, group) -> dict:
+def run_moshpit(case: Case, group, x: torch.Tensor) -> dict:
     from minitorch_dist.gossip import moshpit_average_
-    x = gossip_value(group.rank).to(group.device)
+    x = x.to(group.device)
     try:
         ret = moshpit_average_(x, group, side=2)
     except ValueError as exc:                     # expected when p is not a power of the side
@@ -159,9 +155,11 @@ RUNNERS = {"ps": run_ps, "allreduce": run_dp, "overlap": run_dp, "bucketed": run
            "push_sum": run_push_sum, "dpsgd": run_decentralized, "sgp": run_decentralized, "moshpit": run_moshpit}
 
 
-def run_cases_on_rank(group, cases: list[Case]) -> list[dict]:
-    """Rank code: run every case in order (a stub's error is recorded per kind, others stop the launch)."""
-    return run_case_list(group, cases, lambda case, g: RUNNERS[case.kind](case, g), key=lambda c: c.kind)
+def run_cases_on_rank(group, cases: list[Case], inputs: list) -> list[dict]:
+    """Rank code: run every case in order on this rank's own input of each (`inputs`, made in the
+    grading process: hw2_inputs.py); a stub's error is recorded per kind, others stop the launch."""
+    return run_case_list(group, cases, lambda case, g, own: RUNNERS[case.kind](case, g, own), key=lambda c: c.kind,
+                         inputs=inputs)
 
 
 def rank_bucketed_rank_dies(group, die_rank: int, die_step: int, steps: int = 6):
@@ -173,5 +171,7 @@ def rank_bucketed_rank_dies(group, die_rank: int, die_step: int, steps: int = 6)
     for s in range(steps):
         if s == die_step and group.rank == die_rank:
             os._exit(3)
-        _dp_step(case, ddp, model, opt, group, s)
+        x, y = global_batch(case, s, seed=0)          # no value is checked here: public batches
+        _dp_step(case, ddp, model, opt, group, s, (local_part(x, group.rank, group.size),
+                                                   local_part(y, group.rank, group.size)))
     return flat_all(model)

@@ -7,7 +7,9 @@ Models (float64, so a data-parallel run can match the reference to ~1e-15):
     deep         MLP(16 -> 128 x 6 -> 4), ~85k parameters: backward long enough to see overlap
     transformer  CharTransformer(vocab 61, d_model 32, 2 layers, max_len 16), tied embedding / LM head
     tower        mlp plus an `aux` Linear(4, 4) used only on even steps (unused on odd steps)
-Data: make_classification(512, seed=1) cut by global_batches(seed=case.seed); char_batches for text.
+Data: make_classification(512, seed=1) cut by global_batches(seed=...); char_batches for text. The
+seeds of the batches a case trains on, and every rank's own values, come from the grading's secret in
+the test process (hw2_inputs.py): each rank receives only its own.
 """
 
 from __future__ import annotations
@@ -40,8 +42,8 @@ class Case:
     optim:   "sgd" (lr 0.1, momentum 0.9), "adamw" (lr 0.01, weight decay 0.1) or "torchsgd" (the
              real torch.optim.SGD, lr 0.1)
     edge:    "" or "frozen" (net.0.weight frozen), "unused" (tower), "accum" (2 micro-batches, no_sync),
-             "outside" (rank r builds its model from seed r: the wrapper must make every replica rank 0's,
-             the frozen parameter included; parameters checked after every step)
+             "outside" (rank r starts from weights of its own, hw2_inputs.py: the wrapper must make every
+             replica rank 0's, the frozen parameter included; parameters checked after every step)
     batch:   global batch size; steps: training steps (or gossip steps); start: first gossip step
     bucket_kb: BucketedDDP bucket size in KiB; lr: the D-PSGD / SGP learning rate; tag: which test
              looks at the case
@@ -183,12 +185,14 @@ def make_optimizer(case: Case, model: nn.Module):
     return Optimizer(model.parameters(), "adamw" if case.optim == "adamw" else "sgd")
 
 
-def global_batch(case: Case, step: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """The whole batch of training step `step` (every rank computes the same one)."""
+def global_batch(case: Case, step: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The whole batch of training step `step` from the batches' `seed` (the tests draw it from the
+    grading's secret: hw2_inputs.py)."""
     if case.model == "transformer":
-        return char_batches(text_tokens()[0], case.batch, SEQ_LEN, step, seed=case.seed)
+        return char_batches(text_tokens()[0], case.batch, SEQ_LEN, step, seed=seed)
     x, y = classification()
-    idx = global_batches(N_SAMPLES, case.batch, seed=case.seed)[step]
+    batches = global_batches(N_SAMPLES, case.batch, seed=seed)
+    idx = batches[step % len(batches)]
     return x[idx], y[idx]
 
 
@@ -225,19 +229,28 @@ def trainable_bytes(model: nn.Module) -> int:
     return sum(p.numel() * p.element_size() for p in model.parameters() if p.requires_grad)
 
 
-def reference_run(case: Case) -> tuple[torch.Tensor, list[float]]:
-    """(flat parameters after case.steps steps, loss of each step): one process, the whole batch."""
-    return reference_steps(case)[0][-1], reference_steps(case)[1]
+def load_flat(model: nn.Module, flat: torch.Tensor) -> nn.Module:
+    """Copy a flat vector (flat_all's layout, float64) into the model's parameters, in their dtype."""
+    offset = 0
+    with torch.no_grad():
+        for param in model.parameters():
+            param.copy_(flat[offset:offset + param.numel()].view_as(param))
+            offset += param.numel()
+    if offset != flat.numel():
+        raise ValueError(f"load_flat: the model holds {offset} values, the vector {flat.numel()}")
+    return model
 
 
-@functools.lru_cache(maxsize=16)
-def reference_steps(case: Case) -> tuple[list[torch.Tensor], list[float]]:
-    """(flat parameters after each step, loss of each step) of the single-process run."""
+def reference_steps(case: Case, batches, init: torch.Tensor | None = None) -> tuple[list[torch.Tensor], list[float]]:
+    """(flat parameters after each step, loss of each step) of the single-process run on the global
+    `batches` ((x, y) per step), from the case's model (or from `init`, flat_all's layout)."""
     model = build_model(case)
+    if init is not None:
+        load_flat(model, init)
     opt = make_optimizer(case, model)
     losses, flats = [], []
     for step in range(case.steps):
-        x, y = global_batch(case, step)
+        x, y = batches[step]
         opt.zero_grad(set_to_none=True)
         loss = loss_of(case, model, x, y, step)
         loss.backward()
@@ -245,19 +258,3 @@ def reference_steps(case: Case) -> tuple[list[torch.Tensor], list[float]]:
         losses.append(loss.item())
         flats.append(flat_all(model))
     return flats, losses
-
-
-def own_batch(case: Case, rank: int, step: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Rank `rank`'s own mini-batch at `step` in the decentralized runs (dpsgd, sgp): its own seed."""
-    x, y = classification()
-    batches = global_batches(N_SAMPLES, case.batch, seed=case.seed + 1000 * (rank + 1))
-    idx = batches[step % len(batches)]
-    return x[idx], y[idx]
-
-
-def gossip_value(rank: int, shape=(3, 5)) -> torch.Tensor:
-    """Rank r's float64 input for ring_gossip_ / moshpit: multiples of 6 (sums and /2, /3 are exact)."""
-    n = 1
-    for d in shape:
-        n *= d
-    return (6.0 * (torch.arange(n, dtype=torch.float64) * (rank % 5 + 1) + 7 * rank * rank)).reshape(shape)
