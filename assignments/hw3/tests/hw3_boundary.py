@@ -1,11 +1,15 @@
 """Homework 3 test harness, task 3.6 (bonus): the compressed stage boundary, on ranks 0 and 1.
 
-    run_boundary(case, group)      rank code: one step of two_stage_step (provided) through the
-                                   student's CompressedBoundary; what crossed, what was applied,
+    run_boundary(case, group, counts, own)   rank code: one step of two_stage_step (provided) through
+                                   the student's CompressedBoundary; what crossed, what was applied,
                                    the stages' gradients, the point-to-point bytes and messages
     run_lowrank(case, group)       rank code: LowRank's round trip of a (rows, cols) matrix
     run_bad_boundary(case, group)  rank code: bad arguments, each caught and reported
-    reference_step(case, ...)      the grading process: the same step recomputed from what crossed
+    reference_step(case, ranks, idx, targets)   the grading process: the same step recomputed from
+                                   what crossed
+
+Rank 0 is sent the tokens (idx) and rank 1 the targets, drawn from the grading's secret in the
+grading process (hw3_inputs.py): neither can run the other's stage without the boundary.
 
 The model: a float64 CharTransformer (BOUNDARY_MODEL) with untied weights, 3 blocks, an activation
 (B, T, C) = (3, 7, 12) of 252 elements (21 rows of 12). A case's kind names the forward compressor's
@@ -60,9 +64,9 @@ def boundary_model():
                            max_len=m["seq"], seed=m["seed"], tie_weights=False).double()
 
 
-def batch(boundary: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """(idx, targets) (B, T) int64, seeded by the boundary."""
-    gen, m = torch.Generator().manual_seed(300 + boundary), BOUNDARY_MODEL
+def batch(seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(idx, targets) (B, T) int64 from `seed` (the tests draw it from the grading's secret)."""
+    gen, m = torch.Generator().manual_seed(seed), BOUNDARY_MODEL
     idx = torch.randint(0, m["vocab"], (m["batch"], m["seq"]), generator=gen)
     return idx, torch.randint(0, m["vocab"], (m["batch"], m["seq"]), generator=gen)
 
@@ -92,15 +96,18 @@ class _Recorder:
         self.link.send_gradient(received)
 
 
-def run_boundary(case, group, counts) -> dict:
-    """One step of the split model at boundary case.param (ranks 0 and 1; others idle)."""
+def run_boundary(case, group, counts, own) -> dict:
+    """One step of the split model at boundary case.param (ranks 0 and 1; others idle): own is rank 0's
+    idx or rank 1's targets; the other of the two is zeros of the same shape (two_stage_step reads idx
+    on rank 0, targets and idx's shape on rank 1)."""
     from minitorch_dist import compression as cp
     if group.rank > 1:
         return {}
     forward, backward = (make_compressor(s) for s in LINKS[case.kind])
     stage = cp.split_char_transformer(boundary_model().to(group.device), case.param)[group.rank]
     link = _Recorder(cp.CompressedBoundary(group, 1 - group.rank, forward, backward))
-    idx, targets = (t.to(group.device) for t in batch(case.param))
+    own = own.to(group.device)
+    idx, targets = (own, torch.zeros_like(own)) if group.rank == 0 else (torch.zeros_like(own), own)
     before = counts(group)
     loss = cp.two_stage_step(group, stage, idx, targets, link)
     after = counts(group)
@@ -158,7 +165,7 @@ def run_bad_boundary(case, group) -> dict:
     return {"tries": [attempt(fn, what) for what, fn in tries]}
 
 
-def reference_step(case, outcome_ranks):
+def reference_step(case, outcome_ranks, idx: torch.Tensor, targets: torch.Tensor):
     """The grading process: the step recomputed in float64 from what crossed the boundary.
 
     Returns {"activation": stage 0's output, "grad": dL/d(received) and "loss" from stage 1 run on what
@@ -167,7 +174,6 @@ def reference_step(case, outcome_ranks):
     """
     import torch.nn.functional as F
     from minitorch_dist.compression.stage_split import split_char_transformer
-    idx, targets = batch(case.param)
     out = {}
     stage0, stage1 = split_char_transformer(boundary_model(), case.param)
     activation = stage0(idx)

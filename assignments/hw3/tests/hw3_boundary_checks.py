@@ -81,7 +81,7 @@ def boundary_problems(o, lowrank=None) -> list:
         return [o.error]
     r0, r1 = o.ranks[0], o.ranks[1]
     forward, backward = LINKS[o.case.kind]
-    ref = reference_step(o.case, o.ranks)
+    ref = reference_step(o.case, o.ranks, *o.inputs[:2])
     sent = r0.get("activation")
     problems = [_same(sent, ref["activation"], "stage 0's activation (provided code)", GRAD_TOL)]
     if not (isinstance(sent, torch.Tensor) and sent.shape == ref["activation"].shape):

@@ -6,10 +6,11 @@ within 1e-9 of the largest gradient; the bytes all-reduced per step are the plai
 before start_powerSGD_iter, then (uncompressed elements + sum over compressed matrices of (n + m) r)
 x 8 in three all-reduces. A bucket whose mean gradient has rank 1 comes back exactly (1e-10).
 orthogonalize_ equals Gram-Schmidt (torch's, 1e-12), with a zero column left at zero.
-Hooks: the same steps replayed here, every rank's gradient recomputed from the parameters the
-averaged gradients lead to: without a hook, the exact mean; TopK (with and without error
-feedback) exactly what the compressor defines on the flat bucket; Uint8 within half a step of its
-scale; and the bytes each collective carried are the compressor's payload per bucket.
+Hooks: the same steps replayed here, every rank's gradient recomputed (on the batch this process
+sent it, hw3_inputs.py) from the parameters the averaged gradients lead to: without a hook, the
+exact mean; TopK (with and without error feedback) exactly what the compressor defines on the flat
+bucket; Uint8 within half a step of its scale; and the bytes each collective carried are the
+compressor's payload per bucket.
 """
 
 from __future__ import annotations
@@ -21,8 +22,7 @@ from torch import nn
 
 from assignments.hw3.tests.hw3_checks import _compare, topk_expected, uint8_bound
 from assignments.hw3.tests.hw3_harness import Outcome
-from assignments.hw3.tests.hw3_powersgd import (DIMS, LR, START_ITER, batch, orthogonalize_inputs, rank1_grads,
-                                                tiny_mlp, torch_powersgd)
+from assignments.hw3.tests.hw3_powersgd import DIMS, LR, START_ITER, orthogonalize_inputs, tiny_mlp, torch_powersgd
 from assignments.hw3.tests.hw3_setup import payload_bytes
 from assignments.hw3.tests.hw3_training import CHAR, uncompressed_losses
 
@@ -69,7 +69,7 @@ def powersgd_problems(o: Outcome) -> list[str]:
     if o.error is not None:
         return [o.error]
     with tempfile.TemporaryDirectory(prefix="hw3-torch-powersgd-") as folder:
-        want = torch_powersgd(o.case, o.p, folder)
+        want = torch_powersgd(o.case, o.inputs, folder)
     problems = _same_on_every_rank(o, "grads") + _grads_problems(o.ranks[0]["grads"], want, TORCH_TOL,
                                                                   "against torch's powerSGD_hook")
     dense, compressed = powersgd_bytes(10 ** 9, shapes_of_model()), powersgd_bytes(o.case.param, shapes_of_model())
@@ -88,7 +88,7 @@ def rank1_problems(o: Outcome) -> list[str]:
     if o.error is not None:
         return [o.error]
     r = o.case.param
-    per_rank = [rank1_grads(q, r) for q in range(o.p)]
+    per_rank = o.inputs
     mean = [sum(g[i] for g in per_rank) / o.p for i in range(3)]
     want = torch.cat([t.reshape(-1) for t in reversed(mean)])
     problems = [_compare(rep["out"], want, f"rank {q}: the averaged bucket (its mean has rank {r})", RANK1_TOL)
@@ -126,12 +126,13 @@ def orthogonalize_problems(o: Outcome) -> list[str]:
 
 
 # -- hooks: replay the steps here -------------------------------------------------------------------------------
-def local_grads(params: list[torch.Tensor], rank: int, step: int) -> list[torch.Tensor]:
+def local_grads(params: list[torch.Tensor], xy) -> list[torch.Tensor]:
+    """The model's gradients at `params` on one rank's batch (x, y)."""
     model = tiny_mlp()
     with torch.no_grad():
         for p, v in zip(model.parameters(), params):
             p.copy_(v)
-    x, y = batch(rank, step)
+    x, y = xy
     nn.functional.mse_loss(model(x), y).backward()
     return [p.grad.clone() for p in model.parameters()]
 
@@ -157,7 +158,7 @@ def hook_problems(o: Outcome) -> list[str]:
     residual = [None] * o.p
     n = sum(p.numel() for p in params)
     for step, got in enumerate(o.ranks[0]["grads"]):
-        flats = [_flat(local_grads(params, r, step)) for r in range(o.p)]
+        flats = [_flat(local_grads(params, o.inputs[r][step])) for r in range(o.p)]
         if c.kind == "allreduce_ddp":
             want, bound = sum(flats) / o.p, None
         elif c.data.startswith("topk"):

@@ -5,14 +5,16 @@
 
 A test describes a run as a Case (hw3_setup.py: which compressor, which input, which op). The
 harness runs a list of cases on p ranks in one launch, gloo by default (sim too), with the provided
-collectives on. Each rank compresses its own input, runs the all-reduce or the error-feedback steps,
-and returns what came out and the bytes each provided collective carried (hw3_ranks.py); the
-verdict is taken in the grading process (hw3_checks.py).
+collectives on. Every rank's input is made here, in the grading process, from the grading's secret
+(hw3_inputs.py), and each rank receives only its own; the Outcome keeps all of them (Outcome.inputs).
+Each rank compresses its own input, runs the all-reduce or the error-feedback steps, and returns
+what came out and the bytes each provided collective carried (hw3_ranks.py); the verdict is taken
+in the grading process (hw3_checks.py) from the kept inputs.
 
-Files: hw3_setup.py (inputs, payload sizes, the HalfGrid compressor the error-feedback test uses),
-hw3_ranks.py (rank code), this file (launching, suites), hw3_checks.py (the verdict),
-assignments/common/rank_runs.py and case_suites.py (batched launches, the stub memo, the judge;
-shared by every homework). They are modules of the package `assignments`, imported by full name
+Files: hw3_setup.py (input families, payload sizes, the HalfGrid compressor the error-feedback test
+uses), hw3_inputs.py (every rank's input, from the secret), hw3_ranks.py (rank code), this file
+(launching, suites), hw3_checks.py (the verdict), assignments/common/rank_runs.py and
+case_suites.py (batched launches, the stub memo, the judge; shared by every homework). They are modules of the package `assignments`, imported by full name
 (assignments.hw3.tests.hw3_ranks): rank functions are pickled by reference, and a rank imports them
 from the kit root. A stub's NotImplementedError is remembered per kind of case: that kind's later
 cases fail at once without a launch (the signSGD quadratic needs 3.1 and 3.3, ef_topk 3.2 and 3.3).
@@ -21,6 +23,7 @@ cases fail at once without a launch (the signSGD quadratic needs 3.1 and 3.3, ef
 from __future__ import annotations
 
 from assignments.common import case_suites
+from assignments.hw3.tests.hw3_inputs import make_inputs
 from assignments.hw3.tests.hw3_ranks import run_cases_on_rank
 from assignments.hw3.tests.hw3_setup import Case
 
@@ -29,4 +32,4 @@ __all__ = ["Case", "Outcome", "run_cases", "Suite"]
 Outcome = case_suites.Outcome
 
 
-run_cases, Suite = case_suites.bind(run_cases_on_rank, **HW3_LAUNCH)
+run_cases, Suite = case_suites.bind(run_cases_on_rank, make_inputs=make_inputs, **HW3_LAUNCH)

@@ -1,14 +1,17 @@
 """Homework 3 test harness, tasks 3.4 and 3.5: training steps of HookedDDP with a hook, and the same
 steps under torch's own DistributedDataParallel with torch's powerSGD_hook (the reference).
 
-    run_hooked(case, group)            rank code: our HookedDDP + the case's hook; per step, the
-                                       averaged gradients and the bytes of each collective
-    torch_powersgd(case, p, folder)    p processes of torch DDP + powerSGD_hook (gloo, a file store);
-                                       per step the averaged gradients, as [step][param] tensors
+    run_hooked(case, group, counts, own)   rank code: our HookedDDP + the case's hook on this rank's own
+                                           batches; per step, the averaged gradients and the bytes of
+                                           each collective
+    torch_powersgd(case, batches, folder)  p processes of torch DDP + powerSGD_hook (gloo, a file
+                                           store) on the same batches; per step the averaged
+                                           gradients, as [step][param] tensors
 
 Both train the same float64 MLP (TINY_MLP: shapes chosen so that some matrices are compressed,
 one small matrix and every bias are not, and two matrices share a shape) with SGD, every rank
-on its own batch (seeded by rank and step), one bucket.
+on its own batch of each step (drawn from the grading's secret in the grading process,
+hw3_inputs.py: a rank is sent only its own), one bucket.
 
 A case: kind "powersgd_ddp" (param: rank r; data: "ef,warm", "ef", "warm" or "plain": which of
 error feedback and warm start are on; n: steps), "compress_ddp" (data: "topk", "topk_ef",
@@ -37,10 +40,11 @@ def tiny_mlp() -> nn.Module:
     return nn.Sequential(*layers).double()
 
 
-def batch(rank: int, step: int) -> tuple[torch.Tensor, torch.Tensor]:
-    gen = torch.Generator().manual_seed(1000 * rank + step)
+def batch(seed: int, scale: float = 1.0) -> tuple[torch.Tensor, torch.Tensor]:
+    """One rank's (x, y) of one step from `seed`: x (BATCH, 12), y (BATCH, 10) of spread `scale`."""
+    gen = torch.Generator().manual_seed(seed)
     x = torch.randn(BATCH, DIMS[0], generator=gen, dtype=torch.float64)
-    return x, torch.randn(BATCH, DIMS[-1], generator=gen, dtype=torch.float64) * (1 + rank)
+    return x, torch.randn(BATCH, DIMS[-1], generator=gen, dtype=torch.float64) * scale
 
 
 def flags(case) -> tuple[bool, bool]:
@@ -49,13 +53,14 @@ def flags(case) -> tuple[bool, bool]:
     return "ef" in on, "warm" in on
 
 
-def train(model, step_fn, rank: int, steps: int, device="cpu") -> list[list[torch.Tensor]]:
-    """SGD steps on `device`; step_fn() runs after backward (finish the synchronization); per step the grads."""
+def train(model, step_fn, batches, steps: int, device="cpu") -> list[list[torch.Tensor]]:
+    """SGD steps on `device`, one per (x, y) of `batches`; step_fn() runs after backward (finish the
+    synchronization); per step the grads."""
     opt = torch.optim.SGD(model.parameters(), lr=LR)
     out = []
     for step in range(steps):
         opt.zero_grad(set_to_none=True)
-        x, y = (t.to(device) for t in batch(rank, step))
+        x, y = (t.to(device) for t in batches[step])
         nn.functional.mse_loss(model(x), y).backward()
         step_fn()
         out.append([p.grad.detach().clone() for p in model.parameters()])
@@ -64,7 +69,8 @@ def train(model, step_fn, rank: int, steps: int, device="cpu") -> list[list[torc
 
 
 # -- torch's DDP and hook: the reference, in p processes of its own -------------------------------------------
-def _torch_rank(rank: int, p: int, store: str, r: int, ef: bool, warm: bool, steps: int, out: str) -> None:
+def _torch_rank(rank: int, p: int, store: str, r: int, ef: bool, warm: bool, steps: int, out: str,
+                batches: str) -> None:
     import torch.distributed as dist
     from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook as ps
     dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=p)
@@ -72,21 +78,26 @@ def _torch_rank(rank: int, p: int, store: str, r: int, ef: bool, warm: bool, ste
     model.register_comm_hook(ps.PowerSGDState(None, matrix_approximation_rank=r, start_powerSGD_iter=START_ITER,
                                               use_error_feedback=ef, warm_start=warm, random_seed=SEED),
                              ps.powerSGD_hook)
-    torch.save(train(model, lambda: None, rank, steps), out)
+    torch.save(train(model, lambda: None, torch.load(batches, weights_only=True), steps), out)
     dist.barrier()
     os._exit(0)          # gloo's teardown at exit has aborted ("terminate called ...") after all was saved
 
 
-def torch_powersgd(case, p: int, folder: str, timeout: float = 120) -> list[list[torch.Tensor]]:
-    """Rank 0's averaged gradients per step under torch's DDP + powerSGD_hook (every rank's are equal)."""
+def torch_powersgd(case, batches: list, folder: str, timeout: float = 120) -> list[list[torch.Tensor]]:
+    """Rank 0's averaged gradients per step under torch's DDP + powerSGD_hook (every rank's are equal),
+    rank r training on batches[r] (its (x, y) of each step)."""
     ef, warm = flags(case)
+    p = len(batches)
     store, outs = os.path.join(folder, "store"), [os.path.join(folder, f"grads{r}.pt") for r in range(p)]
+    ins = [os.path.join(folder, f"batches{r}.pt") for r in range(p)]
+    for r in range(p):
+        torch.save(list(batches[r]), ins[r])
     code = ("import sys; from assignments.hw3.tests.hw3_powersgd import _torch_rank as f; "
             "f(int(sys.argv[1]), *map(eval, sys.argv[2:]))")
     env = {**os.environ, "PYTHONPATH": ROOT, "OMP_NUM_THREADS": "1",
            "CUDA_VISIBLE_DEVICES": ""}     # on the CPU: with CUDA there, torch's hook synchronizes a cpu device
     procs = [subprocess.Popen([sys.executable, "-c", code, str(r), str(p), repr(store), str(case.param), str(ef),
-                               str(warm), str(case.n), repr(outs[r])], cwd=ROOT, env=env,
+                               str(warm), str(case.n), repr(outs[r]), repr(ins[r])], cwd=ROOT, env=env,
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT) for r in range(p)]
     logs = [proc.communicate(timeout=timeout)[0].decode(errors="replace") for proc in procs]
     if any(proc.returncode for proc in procs):
@@ -107,8 +118,9 @@ def _hook(case, group):
     return cp.CompressionState(group, comp, error_feedback=case.data.endswith("_ef")), cp.compression_hook
 
 
-def run_hooked(case, group, counts) -> dict:
-    """Our HookedDDP for case.n steps: per step the averaged grads and the collectives' calls and bytes."""
+def run_hooked(case, group, counts, own) -> dict:
+    """Our HookedDDP for case.n steps on this rank's own batches (own): per step the averaged grads and
+    the collectives' calls and bytes."""
     from minitorch_dist.compression import HookedDDP
     model = HookedDDP(tiny_mlp().to(group.device), group, bucket_size_mb=25)
     if case.kind != "allreduce_ddp":
@@ -120,26 +132,29 @@ def run_hooked(case, group, counts) -> dict:
         now = counts(group)
         comm.append({k: v - last[0][k] for k, v in now.items()})
         last[0] = now
-    grads = train(model, finish, group.rank, case.n, group.device)
+    grads = train(model, finish, own, case.n, group.device)
     return {"grads": grads, "comm": comm, "shapes": [list(p.shape) for p in model.parameters()]}
 
 
-def rank1_grads(rank: int, r: int = 1) -> list[torch.Tensor]:
-    """Rank `rank`'s gradients for powersgd_rank1: a (12, 10) and a (4, 3, 5) matrix U (V + rank W)^T
-    with U of r columns (the same column space on every rank: their mean has rank r) and a (5,) vector."""
-    gen = torch.Generator().manual_seed(99)
-    u, v, w = (torch.randn(n, r, generator=gen, dtype=torch.float64) for n in (12, 10, 10))
-    u2, v2, w2 = (torch.randn(n, r, generator=gen, dtype=torch.float64) for n in (4, 15, 15))
-    bias = torch.randn(5, generator=gen, dtype=torch.float64) * (rank + 1)
-    return [u @ (v + rank * w).T, (u2 @ (v2 + rank * w2).T).view(4, 3, 5), bias]
+def rank1_grads(p: int, r: int, seed: int) -> list[list[torch.Tensor]]:
+    """Every rank's gradients for powersgd_rank1, from `seed`: a (12, 10) and a (4, 3, 5) matrix U B_q^T
+    with U of r columns shared by every rank (their mean has rank r) and B_q of each rank q its own,
+    and a (5,) vector of its own. The tests draw the seed from the grading's secret (hw3_inputs.py)."""
+    gen = torch.Generator().manual_seed(seed)
+    u, u2 = (torch.randn(n, r, generator=gen, dtype=torch.float64) for n in (12, 4))
+    out = []
+    for _ in range(p):
+        b, b2 = (torch.randn(n, r, generator=gen, dtype=torch.float64) for n in (10, 15))
+        out.append([u @ b.T, (u2 @ b2.T).view(4, 3, 5), torch.randn(5, generator=gen, dtype=torch.float64)])
+    return out
 
 
-def run_rank1(case, group, counts) -> dict:
+def run_rank1(case, group, counts, own) -> dict:
     """One powersgd_hook call of rank case.param (no error feedback, no warm start, compression from the
-    start) on a bucket whose mean gradient has that rank."""
+    start) on a bucket whose mean gradient has that rank (own: this rank's gradients)."""
     from minitorch_dist.compression import GradBucket, PowerSGDState, powersgd_hook
     params = []
-    for g in reversed([g.to(group.device) for g in rank1_grads(group.rank, case.param)]):   # bucket order: the last first
+    for g in reversed([g.to(group.device) for g in own]):                  # bucket order: the last first
         params.append(nn.Parameter(torch.zeros_like(g)))
         params[-1].grad = g.clone()
     state = PowerSGDState(group, matrix_approximation_rank=case.param, start_powerSGD_iter=0,

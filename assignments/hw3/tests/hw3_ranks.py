@@ -1,5 +1,7 @@
 """Homework 3 test harness, rank side: build the compressor, run it on this rank's inputs, and report
 what came out and what went on the wire. The verdict is taken in the grading process (hw3_checks.py).
+A rank's inputs are made in the grading process (hw3_inputs.py) and come to it as its own argument:
+it holds no other rank's.
 """
 
 from __future__ import annotations
@@ -10,8 +12,7 @@ from assignments.common.rank_runs import attempt, run_case_list
 from assignments.hw3.tests.hw3_boundary import run_bad_boundary, run_boundary, run_lowrank
 from assignments.hw3.tests.hw3_powersgd import run_hooked, run_orthogonalize, run_rank1
 from assignments.hw3.tests.hw3_training import run_char_training
-from assignments.hw3.tests.hw3_setup import (EF_STEPS, QUADRATIC, RANDOMK_SEED, RANDOMK_STEPS, Case, HalfGrid,
-                                             inputs, quadratic)
+from assignments.hw3.tests.hw3_setup import EF_STEPS, QUADRATIC, RANDOMK_SEED, RANDOMK_STEPS, Case, HalfGrid
 
 OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast")
 
@@ -43,20 +44,20 @@ def make(kind: str, param: int):
     return HalfGrid()
 
 
-def run_round_trip(case: Case, group) -> dict:
+def run_round_trip(case: Case, group, own: list) -> dict:
     """compress then decompress this rank's input, locally (no communication)."""
-    x = inputs(case, group.rank).to(group.device)
+    x = own[0].to(group.device)
     comp = make(case.kind, case.param)
     payload = tuple(comp.compress(x.clone()))
     x_hat = comp.decompress(payload, x.numel(), x.dtype)
     return {"x_hat": x_hat, "payload": [t for t in payload], "dtypes": [str(t.dtype) for t in payload]}
 
 
-def run_all_reduce(case: Case, group) -> dict:
-    """The compressed all-reduce of this rank's input, what this rank's own payload decompresses to,
-    and the collectives it took."""
+def run_all_reduce(case: Case, group, own: list) -> dict:
+    """The compressed all-reduce of this rank's input (own: one per step), what this rank's own payload
+    decompresses to, and the collectives it took."""
     from minitorch_dist.compression import compressed_all_reduce
-    x = inputs(case, group.rank).to(group.device)
+    x = own[0].to(group.device)
     mine = make(case.kind, case.param)
     mine = mine.decompress(mine.compress(x.clone()), x.numel(), x.dtype)
     before = counts(group)
@@ -70,29 +71,30 @@ def run_all_reduce(case: Case, group) -> dict:
         return {"out": out, "mine": mine, "comm": _delta(counts(group), before)}
     steps = []
     for step in range(RANDOMK_STEPS):                    # random-k: the indices of each step, and the result
-        xs = inputs(case, group.rank, step).to(group.device)
+        xs = own[step].to(group.device)
         values, indices = comp.compress(xs.clone())
         out = comp.aggregate((values, indices), xs.numel(), xs.dtype, group, case.op)
         steps.append({"indices": indices.clone(), "values": values.clone(), "out": out})
     return {"steps": steps, "comm": _delta(counts(group), before)}
 
 
-def run_error_feedback(case: Case, group) -> dict:
-    """EF_STEPS error-feedback all-reduces ('sum') of this rank's inputs: each result and residual."""
+def run_error_feedback(case: Case, group, own: list) -> dict:
+    """EF_STEPS error-feedback all-reduces ('sum') of this rank's inputs (own): each result and residual."""
     from minitorch_dist.compression import ErrorFeedback
     ef = ErrorFeedback(make(case.kind, case.param))
     before, steps = counts(group), []
     for step in range(EF_STEPS):
-        g = inputs(case, group.rank, step).to(group.device)
+        g = own[step].to(group.device)
         out = ef.all_reduce("w", g.view(case.n // 4, 4) if case.n % 4 == 0 else g, group, "sum")
         steps.append({"out": out.reshape(-1).clone(), "error": ef.error("w").clone()})
     return {"steps": steps, "comm": _delta(counts(group), before)}
 
 
-def run_quadratic(case: Case, group) -> dict:
-    """Plain and error-feedback signSGD, the same steps from x = 0: both final iterates."""
+def run_quadratic(case: Case, group, own: tuple) -> dict:
+    """Plain and error-feedback signSGD, the same steps from x = 0, on this rank's loss (own: (a, c_r)):
+    both final iterates."""
     from minitorch_dist.compression import ErrorFeedback, SignQuantizer, compressed_all_reduce
-    a, c = (t.to(group.device) for t in quadratic(group.size, group.rank))
+    a, c = (t.to(group.device) for t in own)
     q = QUADRATIC
     finals = {}
     for mode in ("ef", "plain"):
@@ -134,30 +136,31 @@ def run_bad_input(case: Case, group) -> dict:
     return {"tries": [attempt(fn, what) for what, fn in tries]}
 
 
-def run_cases_on_rank(group, cases: list[Case]) -> list[dict]:
-    """Rank code: run every case in order (a stub's error is recorded per kind, others stop the launch)."""
-    def run_one(case, g):
+def run_cases_on_rank(group, cases: list[Case], inputs: list) -> list[dict]:
+    """Rank code: run every case in order on this rank's own input of each (`inputs`, made in the
+    grading process: hw3_inputs.py); a stub's error is recorded per kind, others stop the launch."""
+    def run_one(case, g, own):
         if case.kind.startswith("boundary_"):
-            return run_boundary(case, g, counts)
+            return run_boundary(case, g, counts, own)
         if case.kind == "lowrank_round_trip":
             return run_lowrank(case, g)
         if case.kind == "bad_boundary":
             return run_bad_boundary(case, g)
         if case.kind in ("powersgd_ddp", "allreduce_ddp", "compress_ddp"):
-            return run_hooked(case, g, counts)
+            return run_hooked(case, g, counts, own)
         if case.kind == "char_training":
             return run_char_training(case, g)
         if case.kind == "powersgd_rank1":
-            return run_rank1(case, g, counts)
+            return run_rank1(case, g, counts, own)
         if case.kind == "orthogonalize":
             return run_orthogonalize(case, g)
         if case.kind.startswith("bad_"):
             return run_bad_input(case, g)
         if case.kind.endswith("round_trip"):
-            return run_round_trip(case, g)
+            return run_round_trip(case, g, own)
         if case.kind == "ef_sign_quadratic":
-            return run_quadratic(case, g)
+            return run_quadratic(case, g, own)
         if case.kind.startswith("ef_"):
-            return run_error_feedback(case, g)
-        return run_all_reduce(case, g)
-    return run_case_list(group, cases, run_one, key=lambda c: c.kind)
+            return run_error_feedback(case, g, own)
+        return run_all_reduce(case, g, own)
+    return run_case_list(group, cases, run_one, key=lambda c: c.kind, inputs=inputs)

@@ -1,6 +1,7 @@
-"""Homework 3 test harness: what a case runs, its inputs, and the sizes the payloads must have.
-Used on the ranks (hw3_ranks.py) and in the grading process (hw3_checks.py), so both sides build
-bitwise-identical inputs from the same seeds.
+"""Homework 3 test harness: what a case runs, the families of its inputs, and the sizes the payloads
+must have. Used on the ranks (hw3_ranks.py) and in the grading process (hw3_checks.py). The inputs
+themselves are drawn in the grading process from the grading's secret (hw3_inputs.py), and each rank
+receives only its own.
 
 Inputs are float64 (n,) tensors, different on every rank (and every step), drawn from seeds:
     "rand"   normal values around -0.5 with spread 3, and some exact zeros
@@ -10,8 +11,8 @@ Inputs are float64 (n,) tensors, different on every rank (and every step), drawn
              a correct quantizer returns these exactly
     "ties"   multiples of 0.5 in [-3, 3]: many equal magnitudes, of both signs (top-k tie-break)
     "dyadic" multiples of 2^-6 in [-4, 4]: sums of them are exact in float64 (error feedback)
-    "spiky"  normal values plus large ones (spread 20) at positions 3, 10, 17, ... on every rank:
-             the ranks' top-k indices coincide, so their values must add up
+    "spiky"  normal values plus large ones (spread 20, the same on every rank) at positions 3, 10,
+             17, ...: the ranks' top-k indices coincide, so their values must add up
 Sizes n are chosen so that neither the chunk nor p divides them.
 """
 
@@ -93,9 +94,11 @@ def _gen(seed: int) -> torch.Generator:
     return torch.Generator().manual_seed(seed)
 
 
-def inputs(case: Case, rank: int, step: int = 0) -> torch.Tensor:
-    """Rank `rank`'s input of the case at `step`: (n,) float64 (see the module docstring)."""
-    n, seed = case.n, 7919 * rank + 104729 * step + 31 * case.n + case.param
+def draw_input(case: Case, seed: int, spikes_seed: int) -> torch.Tensor:
+    """One rank's input of the case at one step, (n,) float64, from `seed` (the spikes of "spiky" from
+    `spikes_seed`, the same on every rank): see the module docstring. The tests draw both seeds from
+    the grading's secret (hw3_inputs.py)."""
+    n = case.n
     gen = _gen(seed)
     if case.data == "big":
         return 1e6 + 1e3 * torch.randn(n, generator=gen, dtype=torch.float64)
@@ -106,7 +109,7 @@ def inputs(case: Case, rank: int, step: int = 0) -> torch.Tensor:
     if case.data == "grid":
         return grid_input(n, case.param, seed)
     if case.data == "spiky":
-        spikes = 20.0 * torch.randn(n, generator=_gen(55 + n), dtype=torch.float64)
+        spikes = 20.0 * torch.randn(n, generator=_gen(spikes_seed), dtype=torch.float64)
         return torch.randn(n, generator=gen, dtype=torch.float64) + (torch.arange(n) % 7 == 3) * spikes
     x = 3.0 * torch.randn(n, generator=gen, dtype=torch.float64) - 0.5
     x[::11] = 0.0
@@ -169,11 +172,12 @@ def top_k_positions(x: torch.Tensor, k: int) -> list[int]:
     return sorted(sorted(range(len(values)), key=lambda i: (-abs(values[i]), i))[:k])
 
 
-def quadratic(p: int, rank: int):
-    """(a, c_r): rank r's loss is 0.5 sum_i a_i (x_i - c_ri)^2; the minimum of the mean over ranks is
-    x* = mean_r c_r (a is the same on every rank)."""
-    d, gen = QUADRATIC["dim"], _gen(2024)
+def quadratic(p: int, seed: int) -> tuple[torch.Tensor, list[torch.Tensor]]:
+    """(a, [c_0, ..., c_{p-1}]) from `seed`: rank r's loss is 0.5 sum_i a_i (x_i - c_ri)^2; the minimum
+    of the mean over ranks is x* = mean_r c_r (a is the same on every rank; c_r = a shared center plus
+    an offset of spread QUADRATIC["spread"] per rank). The tests draw the seed from the grading's
+    secret (hw3_inputs.py) and send rank r only (a, c_r)."""
+    d, gen = QUADRATIC["dim"], _gen(seed)
     a = 0.5 + 1.5 * torch.rand(d, generator=gen, dtype=torch.float64)
     center = 2.0 * torch.randn(d, generator=gen, dtype=torch.float64)
-    offset = QUADRATIC["spread"] * torch.randn(d, generator=_gen(3000 + rank), dtype=torch.float64)
-    return a, center + offset
+    return a, [center + QUADRATIC["spread"] * torch.randn(d, generator=gen, dtype=torch.float64) for _ in range(p)]
