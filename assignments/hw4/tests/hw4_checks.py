@@ -21,37 +21,15 @@ import torch
 
 from assignments.common.rank_runs import judge  # noqa: F401 (the tests import it from here)
 from assignments.hw4.tests.hw4_harness import Outcome
+from assignments.hw4.tests.hw4_inputs import reference
 from assignments.hw4.tests.hw4_setup import (BAD_WIDTH, BATCH, COMM_WIDTH, CONFIGS, IN_VIEW, N_LAYERS, OUT_VIEW, SEQ,
-                                             config_for, dense_reference, split_dim, view)
+                                             config_for, layout, split_dim, tp_name, view)
 
 TOL = 1e-10
 OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast")
 
 
-# -- parameters: names, slices ----------------------------------------------------------------
-def tp_name(kind: str, dense_name: str) -> str:
-    """The tensor-parallel piece's name of a dense parameter ('blocks.0.fc.weight' -> 'blocks.0.mlp.fc.weight')."""
-    parts = dense_name.split(".")
-    if kind in ("block", "sp", "model") and len(parts) >= 2 and parts[-2] in ("fc", "fc_proj"):
-        parts.insert(len(parts) - 2, "mlp")
-    return ("tp." if kind == "sp" else "") + ".".join(parts)
-
-
-def layout(kind: str, name: str) -> tuple[str, int]:
-    """How a rank holds a parameter: ("col", parts) rows split, ("row", 1) columns split, ("rep", 1)."""
-    leaf = name.split(".")[-1]
-    module = name.split(".")[-2] if "." in name else kind
-    if kind.startswith("column"):
-        return "col", 3 if kind == "column_qkv" else 1
-    if kind.startswith("row") or module in ("proj", "fc_proj"):
-        return ("row", 1) if leaf == "weight" else ("rep", 1)
-    if kind == "embedding" or module in ("fc", "tok_emb"):
-        return "col", 1
-    if module == "qkv":
-        return "col", 3
-    return "rep", 1
-
-
+# -- parameters: slices (tp_name and layout: hw4_setup.py) -----------------------------------------
 def shard(t: torch.Tensor, how: tuple[str, int], rank: int, p: int) -> torch.Tensor:
     if how[0] == "rep":
         return t
@@ -78,8 +56,8 @@ def result_problems(o: Outcome) -> list[str]:
     """Outputs, input gradients and parameter gradients equal the dense piece's (views, slices)."""
     if o.error is not None:
         return [o.error]
-    kind, p, cfg = o.case.kind, o.p, config_for(o.p)
-    out, x_grad, grads = dense_reference(kind, cfg, p)
+    kind, p = o.case.kind, o.p
+    out, x_grad, grads = reference(o.case, p)
     expected = {tp_name(kind, d): d for d in grads}
     problems = []
     for r, rep in enumerate(o.ranks):
@@ -178,7 +156,7 @@ def memory_problems(o: Outcome) -> list[str]:
     if o.error is not None:
         return [o.error]
     kind, p = o.case.kind, o.p
-    _, _, grads = dense_reference(kind, config_for(p), p)
+    _, _, grads = reference(o.case, p)
     split = sum(g.numel() for d, g in grads.items() if layout(kind, tp_name(kind, d))[0] != "rep")
     replicated = sum(g.numel() for d, g in grads.items() if layout(kind, tp_name(kind, d))[0] == "rep")
     want = split // p + replicated

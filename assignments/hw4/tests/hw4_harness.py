@@ -5,12 +5,15 @@
 
 A test describes a run as a Case (hw4_setup.py: which piece). The harness runs a list of cases on
 p ranks (the tensor-parallel group) in one launch, gloo by default (sim and mpi too), with the
-provided collectives on. Each rank builds its piece from the same dense model, runs it forward and
-backward, and returns its output, its input's and parameters' gradients and what it communicated
-in each pass (hw4_ranks.py); the verdict is taken in the grading process (hw4_checks.py) against
-the dense model.
+provided collectives on. The dense model, the inputs and the loss weights are drawn here, in the
+grading process, from the grading's secret (hw4_inputs.py); each rank is sent only its shard of the
+piece's weights and its view of the input and loss weight. Each rank builds its piece from that
+dense model, runs it forward and backward, and returns its output, its input's and parameters'
+gradients and what it communicated in each pass (hw4_ranks.py); the verdict is taken in the grading
+process (hw4_checks.py) against the dense model.
 
-Files: hw4_setup.py (configs, dense model, inputs, the dense reference), hw4_ranks.py (rank code),
+Files: hw4_setup.py (configs, dense model, inputs, the dense reference), hw4_inputs.py (what each
+rank holds, from the secret), hw4_ranks.py (rank code),
 this file (launching, suites), hw4_checks.py (the verdict), assignments/common/rank_runs.py and
 case_suites.py (batched launches, the stub memo, the judge; shared by every homework). They are
 modules of the package `assignments`, imported by full name (assignments.hw4.tests.hw4_ranks): rank
@@ -24,6 +27,7 @@ mix stubs and finished pieces).
 from __future__ import annotations
 
 from assignments.common import case_suites
+from assignments.hw4.tests.hw4_inputs import make_inputs
 from assignments.hw4.tests.hw4_ranks import run_cases_on_rank
 from assignments.hw4.tests.hw4_setup import Case
 
@@ -32,4 +36,4 @@ __all__ = ["Case", "Outcome", "run_cases", "Suite"]
 Outcome = case_suites.Outcome
 
 
-run_cases, Suite = case_suites.bind(run_cases_on_rank, **HW4_LAUNCH)
+run_cases, Suite = case_suites.bind(run_cases_on_rank, make_inputs=make_inputs, **HW4_LAUNCH)

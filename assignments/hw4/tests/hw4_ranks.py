@@ -1,13 +1,15 @@
 """Homework 4 test harness, rank side: build a piece from the dense model, run it forward and
 backward, and report what came out and what was communicated in each pass. The verdict is taken
-in the grading process (hw4_checks.py).
+in the grading process (hw4_checks.py). What a rank holds (its shard of the piece's weights, its view
+of the input and of the loss weight, the targets) is made in the grading process (hw4_inputs.py) and
+comes to it as its own argument.
 """
 
 from __future__ import annotations
 
 from assignments.common.rank_runs import attempt, run_case_list
-from assignments.hw4.tests.hw4_setup import (BAD_WIDTH, COMM_KINDS, IN_VIEW, OUT_VIEW, Case, build_dense, config_for,
-                                             dense_input, dense_piece, loss_weight, reduce_input, targets, view)
+from assignments.hw4.tests.hw4_setup import (BAD_WIDTH, COMM_KINDS, Case, build_dense, config_for, dense_input,
+                                             dense_piece, targets)
 
 OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast")
 
@@ -23,8 +25,16 @@ def _delta(after: dict, before: dict) -> dict:
     return {k: after[k] - before[k] for k in after}
 
 
-def build_tp(kind: str, model, group):
-    """(the tensor-parallel piece, forward(piece, x) -> output) built from the dense model."""
+def with_shard(kind: str, model, state):
+    """The dense model with its piece's parameters set to `state` (this rank's shard: hw4_inputs.py)."""
+    if state is not None:
+        dense_piece(kind, model)[0].load_state_dict(state)
+    return model
+
+
+def build_tp(kind: str, model, group, target_ids):
+    """(the tensor-parallel piece, forward(piece, x) -> output) built from the dense model; the
+    cross-entropies and the model's loss take `target_ids`."""
     from minitorch_dist import tensor_parallel as tp
     if kind in COMM_KINDS:
         op = {"copy": tp.copy_to_region, "reduce": tp.reduce_from_region, "scatter": tp.scatter_last_dim,
@@ -32,7 +42,7 @@ def build_tp(kind: str, model, group):
         return None, lambda m, x: op(x, group)
     if kind.startswith("xent"):
         start = group.rank * (model.vocab_size // group.size)
-        return None, lambda m, x: tp.vocab_parallel_cross_entropy(x, targets().to(group.device), start, group)
+        return None, lambda m, x: tp.vocab_parallel_cross_entropy(x, target_ids.to(group.device), start, group)
     dense, _ = dense_piece(kind, model)
     if kind.startswith("column"):
         piece = tp.ColumnParallelLinear(dense, group, gather_output=kind == "column_gather",
@@ -51,24 +61,24 @@ def build_tp(kind: str, model, group):
         piece = tp.VocabParallelEmbedding(dense, group)
     else:
         piece = tp.ParallelCharTransformer(model, group)
-        return piece, lambda m, x: m.loss(x, targets().to(group.device))
+        return piece, lambda m, x: m.loss(x, target_ids.to(group.device))
     return piece, lambda m, x: m(x)
 
 
-def run_piece(case: Case, group) -> dict:
-    """Forward and backward of one piece on this rank; outputs, gradients, counts per pass."""
-    kind, p, r = case.kind, group.size, group.rank
-    cfg = config_for(p)
-    piece, forward = build_tp(kind, build_dense(cfg).to(group.device), group)
-    x = reduce_input(r) if kind == "reduce" else view(dense_input(kind, cfg), IN_VIEW.get(kind, "full"), r, p)
-    x = x.to(group.device)                      # built on the CPU (the same numbers on any device), then moved
+def run_piece(case: Case, group, own: dict) -> dict:
+    """Forward and backward of one piece on this rank (own: its shard, input view, loss weight view,
+    targets); outputs, gradients, counts per pass."""
+    kind, cfg = case.kind, config_for(group.size)
+    model = with_shard(kind, build_dense(cfg), own["state"])
+    piece, forward = build_tp(kind, model.to(group.device), group, own["targets"])
+    x = own["x"].to(group.device)               # made on the CPU (the same numbers on any device), then moved
     if x.is_floating_point():
         x = x.clone().requires_grad_()
     before = counts(group)
     out = forward(piece, x)
     middle = counts(group)
-    w = loss_weight(kind, cfg, r)
-    (out if w is None else (out * view(w, OUT_VIEW.get(kind, "full"), r, p).to(group.device)).sum()).backward()
+    w = own["w"]
+    (out if w is None else (out * w.to(group.device)).sum()).backward()
     after = counts(group)
     params = dict(piece.named_parameters()) if piece is not None else {}
     report = {"out": out.detach(), "x_grad": x.grad, "fwd": _delta(middle, before), "bwd": _delta(after, middle),
@@ -114,8 +124,9 @@ def run_bad_input(case: Case, group) -> dict:
     return attempt(bad)
 
 
-def run_cases_on_rank(group, cases: list[Case]) -> list[dict]:
-    """Rank code: run every case in order (a stub's error is recorded per kind, others stop the launch)."""
-    def run_one(case, g):
-        return run_bad_input(case, g) if case.kind.startswith("bad_") else run_piece(case, g)
-    return run_case_list(group, cases, run_one, key=lambda c: c.kind)
+def run_cases_on_rank(group, cases: list[Case], inputs: list) -> list[dict]:
+    """Rank code: run every case in order on this rank's own input of each (`inputs`, made in the
+    grading process: hw4_inputs.py); a stub's error is recorded per kind, others stop the launch."""
+    def run_one(case, g, own):
+        return run_bad_input(case, g) if case.kind.startswith("bad_") else run_piece(case, g, own)
+    return run_case_list(group, cases, run_one, key=lambda c: c.kind, inputs=inputs)
