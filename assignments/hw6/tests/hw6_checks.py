@@ -2,9 +2,10 @@
 
     judge(outcomes, result_problems, comm_problems, memory_problems, prefetch_problems)
 
-Results: after k steps every rank's parameters equal one process's on the global batch (float64:
+Results: after k steps every rank's parameters equal one process's on the global batches (float64:
 within 1e-9; float32: 1e-5; bf16 compute: 3e-2 after SGD steps; after construction (0 steps), from
-ranks that started apart: bitwise rank 0's).
+ranks that started apart: bitwise rank 0's). The batches and the weights of ranks that start apart
+are drawn from the grading's secret; each rank was sent only its rows and its weights (hw6_inputs.py).
 How: per step exactly the collectives of the stage (ZeRO-1: one reduce-scatter of the padded
 gradient and one all-gather of the shards; ZeRO-2: one reduce-scatter per bucket; FSDP: per unit
 two all-gathers and one reduce-scatter), their bytes, nothing else: ZeRO-1/2 send what a ring
@@ -21,7 +22,8 @@ from __future__ import annotations
 
 from assignments.common.rank_runs import judge  # noqa: F401 (the tests import it from here)
 from assignments.hw6.tests.hw6_harness import Outcome
-from assignments.hw6.tests.hw6_setup import ZERO2_BUCKET, build_model, reference, unit_sizes
+from assignments.hw6.tests.hw6_inputs import reference
+from assignments.hw6.tests.hw6_setup import ZERO2_BUCKET, build_model, unit_sizes
 from minitorch_dist.sharded.flat import buckets_by_size, padded_numel
 
 STATE_PER_ELEMENT = {"adamw": 2, "sgd": 1}
@@ -40,7 +42,7 @@ def result_problems(o: Outcome) -> list[str]:
     """Every rank's parameters equal the single-process run's after case.steps steps."""
     if o.error is not None:
         return [o.error]
-    want, tol, problems = reference(o.case), _tol(o), []
+    want, tol, problems = reference(o.case, o.p), _tol(o), []
     for r, rep in enumerate(o.ranks):
         got = rep["params"]
         if sorted(got) != sorted(want):

@@ -1,6 +1,8 @@
 """Homework 6 test harness, rank side: train a case's model a few steps with the sharded piece and
 report the parameters, what each step communicated, the memory tracker's figures and the times
 around each block (for prefetch). The verdict is taken in the grading process (hw6_checks.py).
+A rank's rows of each step's batch, and its own starting weights when the ranks start apart, are
+made in the grading process (hw6_inputs.py) and come to it as its own argument.
 """
 
 from __future__ import annotations
@@ -8,7 +10,7 @@ from __future__ import annotations
 import torch
 
 from assignments.common.rank_runs import attempt, run_case_list
-from assignments.hw6.tests.hw6_setup import Case, batch, build_model, loss_fn, make_optimizer
+from assignments.hw6.tests.hw6_setup import Case, batch, build_model, load_params, loss_fn, make_optimizer
 from minitorch_dist.memory import MemoryTracker
 
 OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast")
@@ -26,11 +28,15 @@ def _delta(after: dict, before: dict) -> dict:
     return {k: [a - b for a, b in zip(after[k], before[k])] for k in after}
 
 
-def build(case: Case, group, times: dict):
-    """(model to call, optimizer, FullyShardedModel or None) for the case on this rank; the forward
-    timing hooks go on the blocks before FSDP's own hooks."""
+def build(case: Case, group, times: dict, init: dict | None = None):
+    """(model to call, optimizer, FullyShardedModel or None) for the case on this rank, from the
+    case's model or this rank's own starting weights `init`; the forward timing hooks go on the
+    blocks before FSDP's own hooks."""
     from minitorch_dist.sharded import make_unit
-    model = build_model(case, seed=0 if case.init == "same" else group.rank).to(group.device)
+    model = build_model(case)
+    if init is not None:
+        load_params(model, init)
+    model = model.to(group.device)
     _time_blocks(model, group, times)
     cls_kwargs = make_optimizer(case, [torch.zeros(1, device=group.device, requires_grad=True)])
     cls, kwargs = type(cls_kwargs), {k: cls_kwargs.defaults[k] for k in ("lr", "weight_decay", "momentum")
@@ -96,15 +102,18 @@ def _full_params(case, group, model, fsdp) -> dict:
     return out
 
 
-def run_training(case: Case, group) -> dict:
-    """case.steps steps; per step the collectives' deltas; memory; times; the final parameters."""
+def run_training(case: Case, group, own: dict | None = None) -> dict:
+    """case.steps steps on this rank's rows of each step's batch (own["batches"]; None: the public
+    batches, for the bad-input cases' valid run) from its starting weights (own["init"]); per step
+    the collectives' deltas; memory; times; the final parameters."""
     times = {"fwd": {}, "bwd": {}}
-    model, opt, fsdp = build(case, group, times)
+    model, opt, fsdp = build(case, group, times, None if own is None else own["init"])
     _time_backward(fsdp.module if fsdp is not None else model, group, times)
     tracker = times["tracker"] = MemoryTracker(model, opt)
     steps, losses, grad_dtypes = [], [], []
     for step in range(case.steps):
-        x, y = (t.to(group.device) for t in batch(case, step, group.rank, group.size))
+        mine = batch(case, step, group.rank, group.size) if own is None else own["batches"][step]
+        x, y = (t.to(group.device) for t in mine)
         tracker.reset_peaks()
         before, events_from = counts(group), len(group.events)
         with tracker.saved_activations():
@@ -158,8 +167,9 @@ def run_bad_input(case: Case, group) -> dict:
     return attempt(lambda: FullyShardedModel(nn.Linear(3, 3, device=group.device), group))
 
 
-def run_cases_on_rank(group, cases: list[Case]) -> list[dict]:
-    """Rank code: run every case in order (a stub's error is recorded per kind, others stop the launch)."""
-    def run_one(case, g):
-        return run_bad_input(case, g) if case.stage.startswith("bad_") else run_training(case, g)
-    return run_case_list(group, cases, run_one, key=lambda c: c.kind)
+def run_cases_on_rank(group, cases: list[Case], inputs: list) -> list[dict]:
+    """Rank code: run every case in order on this rank's own input of each (`inputs`, made in the
+    grading process: hw6_inputs.py); a stub's error is recorded per kind, others stop the launch."""
+    def run_one(case, g, own):
+        return run_bad_input(case, g) if case.stage.startswith("bad_") else run_training(case, g, own)
+    return run_case_list(group, cases, run_one, key=lambda c: c.kind, inputs=inputs)

@@ -1,6 +1,7 @@
 """Homework 6 test harness: what a case trains (model, data, optimizer) and the single-process
-reference it must match. Used on the ranks (hw6_ranks.py) and in the grading process (hw6_checks.py),
-so both sides build bitwise-identical models and batches from the same seeds.
+reference it must match. Used on the ranks (hw6_ranks.py) and in the grading process (hw6_checks.py).
+The graded runs' batches, and the weights of ranks that start apart, are drawn from the grading's
+secret in the grading process (hw6_inputs.py): each rank is sent its own rows and its own weights.
 
 Model: CharTransformer(vocab 13, d_model 10, 2 heads, 3 blocks, max_len 8), tied embedding / LM
 head, every weight drawn at random (float64 unless the case says float32). Units: 1,330 parameters
@@ -9,14 +10,14 @@ per block and 230 in the outer unit: no world size 2, 3, 4 divides them (padding
     model "frozen"   pos_emb and blocks.1.ln1.weight frozen, and a buffer `scale` (vocab,) that
                      multiplies the logits
     model "tiny"     Linear(1, 1) (2 parameters): at p = 3 and 4 some ranks own only padding
-Data: a global batch of 12 sequences of 8 tokens per step (seeded by the step); rank r of p takes
-rows [r 12/p, (r+1) 12/p); the loss is the mean cross-entropy (the tiny model: mean squared error).
+Data: a global batch of 12 sequences of 8 tokens per step (graded runs: drawn from the secret,
+draw_batch; batch() keeps the public one seeded by the step); rank r of p takes rows
+[r 12/p, (r+1) 12/p); the loss is the mean cross-entropy (the tiny model: mean squared error).
 Optimizers (torch.optim): AdamW(lr 0.05, weight decay 0.1) or SGD(lr 0.2, momentum 0.9).
 """
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 
 import torch
@@ -43,7 +44,8 @@ class Case:
             and step, then an invalid construction that must raise)
     optim:  "adamw" or "sgd";  model: "tied", "frozen", "tiny";  dtype: "float64" or "float32"
     prefetch, checkpoint, mixed (bf16 compute): FSDP options;  init "same" or "different" (rank r
-    starts from weights of seed r; rank 0's are the reference's);  steps;  tag: which test looks;
+    starts from weights of its own, hw6_inputs.py; rank 0's are the reference's);  steps;  tag: which
+    test looks;
     for_task: the task whose tests use the case, when not its own (a baseline run).
     """
 
@@ -115,15 +117,27 @@ def build_model(case: Case, seed: int = 0) -> nn.Module:
     return model
 
 
-def batch(case: Case, step: int, rank: int = 0, p: int = 1):
-    """(inputs, targets) of rank `rank` of p at `step` (p = 1: the global batch)."""
-    gen = torch.Generator().manual_seed(77 + step)
-    rows = slice(rank * GLOBAL_BATCH // p, (rank + 1) * GLOBAL_BATCH // p)
+def rows_of(rank: int, p: int) -> slice:
+    """Rank `rank`'s rows of a global batch at p."""
+    return slice(rank * GLOBAL_BATCH // p, (rank + 1) * GLOBAL_BATCH // p)
+
+
+def draw_batch(case: Case, seed: int):
+    """A global batch (inputs, targets) drawn from `seed`."""
+    gen = torch.Generator().manual_seed(seed)
     if case.model == "tiny":
         x = torch.randn(GLOBAL_BATCH, 1, generator=gen, dtype=torch.float64).to(getattr(torch, case.dtype))
-        return x[rows], (3.0 * x - 1.0)[rows]
+        return x, 3.0 * x - 1.0
     idx = torch.randint(0, VOCAB, (GLOBAL_BATCH, SEQ + 1), generator=gen)
-    return idx[rows, :-1], idx[rows, 1:]
+    return idx[:, :-1], idx[:, 1:]
+
+
+def batch(case: Case, step: int, rank: int = 0, p: int = 1):
+    """(inputs, targets) of rank `rank` of p at `step` of the public batches, seeded by the step (p = 1:
+    the global batch); the graded runs draw theirs from the secret (hw6_inputs.py)."""
+    x, y = draw_batch(case, 77 + step)
+    rows = rows_of(rank, p)
+    return x[rows], y[rows]
 
 
 def loss_fn(case: Case, out: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
@@ -137,22 +151,28 @@ def make_optimizer(case: Case, params):
     return cls(params, **kwargs)
 
 
-def reference(case: Case) -> dict:
-    """{name: tensor} after case.steps steps of one process on the global batch (float64 or float32)."""
-    return {n: t.clone() for n, t in _reference(Case(case.stage, case.optim, case.model, case.dtype,
-                                                       steps=case.steps)).items()}
-
-
-@functools.lru_cache(maxsize=None)
-def _reference(case: Case) -> dict:
+def train_one_process(case: Case, batches, init: dict | None = None) -> dict:
+    """{name: tensor} after case.steps steps of one process on the global `batches` ((x, y) per step),
+    from the case's model (seed 0) or from the parameters `init` ({name: tensor})."""
     model = build_model(case)
+    if init is not None:
+        load_params(model, init)
     opt = make_optimizer(case, [q for q in model.parameters() if q.requires_grad])
     for step in range(case.steps):
-        x, y = batch(case, step)
+        x, y = batches[step]
         loss_fn(case, model(x), y).backward()
         opt.step()
         opt.zero_grad()
     return {n: q.detach() for n, q in model.named_parameters()}
+
+
+def load_params(model: nn.Module, values: dict) -> nn.Module:
+    """Copy {name: tensor} into the model's parameters of those names."""
+    params = dict(model.named_parameters())
+    with torch.no_grad():
+        for name, value in values.items():
+            params[name].copy_(value)
+    return model
 
 
 def unit_sizes(case: Case) -> list[int]:
