@@ -39,7 +39,7 @@ STEPS = 2
 SGD = {"lr": 0.2, "momentum": 0.9}
 SMALL_LR, SMALL_STEPS = 1e-4, 3         # 6.5: updates far below a bf16 step of the weights
 CKPT_LAYERS = 6                         # 6.4: a deeper model, so one block's activations show
-CKPT_FACTOR = 0.2                       # 6.4: checkpointed saved bytes at most this share of the plain run's
+CKPT_FACTOR = 0.15                      # 6.4: checkpointed saved bytes at most this share of the plain run's
 
 
 class UnusedMiddle(nn.Module):
