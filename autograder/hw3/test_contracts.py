@@ -1,6 +1,7 @@
 """Hidden tests of homework 3: promises of each task's contract that the value tests do not show
-(assignments/hw3/README.md, "What your code must handle"; rank code in
-assignments/hw3/tests/hw3_contract_ranks.py, the verdict here).
+(assignments/hw3/README.md, "What your code must handle"; rank code and inputs in
+assignments/hw3/tests/hw3_contract_ranks.py, the verdict here). Inputs are drawn from the grading's
+secret, each rank sent its own (assignments/common/rank_inputs.py).
 
 3.1: SignQuantizer's payload holds element i in bit i % 8 of byte i // 8, 1 for x >= 0 (n 29 and 45,
      inputs with exact zeros): a layout that round-trips but is not the table's fails.
@@ -27,12 +28,12 @@ import torch
 
 from assignments.common import case_suites
 from assignments.common.rank_runs import judge
-from assignments.hw3.tests.hw3_contract_ranks import (BUCKETS, EF_STEPS, LOWRANK, PSGD_SEED, PSGD_START,
-                                                      PSGD_STEPS, RNG_CALLS, ContractCase, bucket_grads,
-                                                      contract_input, lowrank_inputs, psgd_flags,
+from assignments.hw3.tests.hw3_contract_ranks import (BUCKETS, LOWRANK, PSGD_SEED, PSGD_START, PSGD_STEPS,
+                                                      RNG_CALLS, ContractCase, make_contract_inputs, psgd_flags,
                                                       run_contract_cases_on_rank)
 
-_, Suite = case_suites.bind(run_contract_cases_on_rank, collectives=True, trace=False)
+_, Suite = case_suites.bind(run_contract_cases_on_rank, make_inputs=make_contract_inputs, collectives=True,
+                            trace=False)
 
 SIGN = Suite(lambda p: [ContractCase("sign_bits", 29, 6), ContractCase("sign_bits", 45, 7)])
 RNG = Suite(lambda p: [ContractCase("randomk_rng", 40, 6)])
@@ -61,7 +62,7 @@ def sign_bits_problems(o) -> list[str]:
         return [o.error]
     c, problems = o.case, []
     for r, rep in enumerate(o.ranks):
-        x, nbytes = contract_input(c.n, r), math.ceil(c.n / 8)
+        x, nbytes = o.inputs[r], math.ceil(c.n / 8)
         bits = rep["bits"]
         if rep["dtype"] != "torch.uint8" or tuple(bits.shape) != (nbytes,):
             problems.append(f"rank {r}: the bits are {rep['dtype']} {tuple(bits.shape)}; expected uint8 ({nbytes},)")
@@ -123,14 +124,14 @@ def ef_caller_problems(o) -> list[str]:
     c, p, problems = o.case, o.p, []
     dtype = getattr(torch, c.data)
     errors = [torch.zeros(c.n, dtype=dtype) for _ in range(p)]
-    for step in range(EF_STEPS):
+    for step in range(len(o.inputs[0])):
         sent = []
         for r, rep in enumerate(o.ranks):
             got = rep["steps"][step]
             if not got["g_kept"]:
                 problems.append(f"rank {r}, step {step}: ErrorFeedback.all_reduce changed the caller's g (it must "
                                 "form g + e in a new tensor: g is the caller's, e.g. a parameter's .grad)")
-            delta = contract_input(c.n, r, step, dtype) + errors[r]
+            delta = o.inputs[r][step].reshape(-1) + errors[r]
             sent.append(_topk_round_trip(delta, c.param))
             errors[r] = delta - sent[-1]
             if got["error_dtype"] != str(dtype):
@@ -166,9 +167,9 @@ def _gram_schmidt(x: torch.Tensor) -> torch.Tensor:
     return out
 
 
-def powersgd_reference(case, p: int) -> tuple[list[list[torch.Tensor]], list[int]]:
+def powersgd_reference(case, p: int, inputs: list) -> tuple[list[list[torch.Tensor]], list[int]]:
     """Every step's averaged buckets as the hook's docstring and torch's powerSGD_hook compute them, all ranks
-    replayed here, and state.iter after each step."""
+    replayed here from their inputs ([rank][step][bucket] gradients), and state.iter after each step."""
     from minitorch_dist.compression.low_rank import PowerSGDState, by_shape, random_qs, should_compress
     ef, warm = psgd_flags(case.data)
     state = PowerSGDState(None, matrix_approximation_rank=case.param, start_powerSGD_iter=PSGD_START,
@@ -177,7 +178,7 @@ def powersgd_reference(case, p: int) -> tuple[list[list[torch.Tensor]], list[int
     for step in range(PSGD_STEPS):
         outs = []
         for b, shapes in enumerate(BUCKETS):
-            grads = [bucket_grads(r, step, b) for r in range(p)]
+            grads = [inputs[r][step][b] for r in range(p)]
             flats = [torch.cat([g.reshape(-1) for g in gs]) for gs in grads]
             if state.iter < PSGD_START:
                 outs.append(sum(f / p for f in flats))
@@ -224,7 +225,7 @@ def powersgd_reference(case, p: int) -> tuple[list[list[torch.Tensor]], list[int
 def powersgd_bucket_problems(o) -> list[str]:
     if o.error is not None:
         return [o.error]
-    want, iters = powersgd_reference(o.case, o.p)
+    want, iters = powersgd_reference(o.case, o.p, o.inputs)
     problems = []
     for r, rep in enumerate(o.ranks):
         for step, got in enumerate(rep["steps"]):
@@ -264,7 +265,7 @@ def lowrank_calls_problems(o) -> list[str]:
     if o.error is not None:
         return [o.error]
     rep, r, problems = o.ranks[0], o.case.param, []
-    for call, (m, got) in enumerate(zip(lowrank_inputs(), rep["x_hats"])):
+    for call, (m, got) in enumerate(zip(o.inputs[0] + o.inputs[0][:1], rep["x_hats"])):
         bad = _close(got.reshape(-1) if isinstance(got, torch.Tensor) else got,
                      lowrank_round_trip(m, r, LOWRANK["seed"]).reshape(-1),
                      f"call {call + 1} of one LowRank({r}, cols={LOWRANK['cols']}, seed={LOWRANK['seed']}) "
