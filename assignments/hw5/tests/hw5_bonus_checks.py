@@ -19,7 +19,8 @@ from __future__ import annotations
 from assignments.hw5.tests.hw5_bonus_ranks import CHUNKS, GRID_STAGES, INTERLEAVED_SIZES
 from assignments.hw5.tests.hw5_checks import TOL, step_spans
 from assignments.hw5.tests.hw5_harness import Outcome
-from assignments.hw5.tests.hw5_setup import STAGE_TIME, STEPS, reference, reference_losses
+from assignments.hw5.tests.hw5_inputs import reference
+from assignments.hw5.tests.hw5_setup import STAGE_TIME, STEPS
 from minitorch_dist.pipeline.actions import parse_schedule
 from minitorch_dist.pipeline.validate import PAIRS, ScheduleError, validate_schedule
 
@@ -49,11 +50,10 @@ def interleaved_exact_problems(o: Outcome) -> list[str]:
     if o.error is not None:
         return [o.error]
     p, v, case = o.p, CHUNKS, o.case
-    want = reference(case.model, p * v, case.m)
+    want, losses = reference(case, p)
     problems = [x for j, rep in enumerate(o.ranks) for c in range(v)
                 for x in _params_problems(f"rank {j}, chunk {c} (stage {c * p + j})", rep["params"][c], want[c * p + j])]
-    return problems + _loss_problems(f"rank {p - 1} (last stage)", o.ranks[-1]["losses"],
-                                     reference_losses(case.model, case.m))
+    return problems + _loss_problems(f"rank {p - 1} (last stage)", o.ranks[-1]["losses"], losses)
 
 
 def interleaved_message_problems(o: Outcome) -> list[str]:
@@ -157,13 +157,12 @@ def interleaved_generator_problems(o: Outcome) -> list[str]:
 def grid_exact_problems(o: Outcome) -> list[str]:
     if o.error is not None:
         return [o.error]
-    replicas, case = o.p // GRID_STAGES, o.case
-    want = reference(case.model, GRID_STAGES, replicas * case.m)
+    want, losses = reference(o.case, o.p)
     problems = [x for r, rep in enumerate(o.ranks)
                 for x in _params_problems(f"rank {r} (stage {r % GRID_STAGES})", rep["params"], want[r % GRID_STAGES])]
     lasts = [rep["losses"] for r, rep in enumerate(o.ranks) if r % GRID_STAGES == GRID_STAGES - 1]
     mean = [sum(x[s] for x in lasts) / len(lasts) if None not in [x[s] for x in lasts] else None for s in range(STEPS)]
-    return problems + _loss_problems("the replicas' last stages (mean)", mean, reference_losses(case.model, replicas * case.m))
+    return problems + _loss_problems("the replicas' last stages (mean)", mean, losses)
 
 
 def grid_layout_problems(o: Outcome) -> list[str]:

@@ -1,5 +1,8 @@
 """Homework 5 test harness, rank side of the bonus tasks: 5.6 (data parallel over pipeline replicas)
-and 5.7 (interleaved 1F1B). Each rank reports plain data; the verdict is in hw5_bonus_checks.py.
+and 5.7 (interleaved 1F1B). Each rank reports plain data; the verdict is in hw5_bonus_checks.py. A
+rank's (x, y) is made in the grading process (hw5_inputs.py): the whole batch's shape, with the
+inputs only where this rank's stage reads them (the first, of its replica's rows in 5.6), the
+targets only on the last; zeros elsewhere.
 """
 
 from __future__ import annotations
@@ -26,10 +29,11 @@ def _nbytes(shape, dtype) -> int:
     return torch.empty(shape, dtype=dtype, device="meta").nbytes
 
 
-def _train(group, step, params, case: Case, size: int) -> dict:
-    """STEPS steps of step(x, y) -> loss; losses, (start, end) times and the messages they took."""
+def _train(group, step, params, own) -> dict:
+    """STEPS steps of step(x, y) -> loss on this rank's (x, y) (own); losses, (start, end) times and the
+    messages they took."""
     opt = torch.optim.SGD(params, lr=LR, momentum=MOMENTUM)
-    x, y = (t.to(group.device) for t in batch(case.model, size))
+    x, y = (t.to(group.device) for t in own)
     losses, times = [], []
     before = counts(group)
     for _ in range(STEPS):
@@ -42,7 +46,7 @@ def _train(group, step, params, case: Case, size: int) -> dict:
     return {"losses": losses, "times": times, "counts": {k: after[k] - before[k] for k in after}}
 
 
-def run_interleaved(case: Case, group) -> dict:
+def run_interleaved(case: Case, group, own) -> dict:
     """STEPS steps of interleaved_schedule(p, CHUNKS, m) run by the executor on this rank's chunks."""
     from minitorch_dist import pipeline as pp
     p, v = group.size, CHUNKS
@@ -53,7 +57,7 @@ def run_interleaved(case: Case, group) -> dict:
                              post_ahead=group.backend != "sim")
     lanes = pp.interleaved_schedule(p, v, case.m)
     out = _train(group, lambda x, y, opt: pp.schedule_step(chunks, lanes, x, y, opt, case.m),
-                 [prm for c in chunks for prm in c.module.parameters()], case, MICRO[case.model] * case.m)
+                 [prm for c in chunks for prm in c.module.parameters()], own)
     out["params"] = [{n: prm.detach().clone() for n, prm in c.module.named_parameters()} for c in chunks]
     out["bytes"] = [(_nbytes(c.spec.in_shape, c.spec.in_dtype), _nbytes(c.spec.out_shape, c.spec.out_dtype))
                     for c in chunks]
@@ -61,7 +65,7 @@ def run_interleaved(case: Case, group) -> dict:
     return out
 
 
-def run_interleaved_generators(case: Case, group) -> dict:
+def run_interleaved_generators(case: Case, group, own=None) -> dict:
     """interleaved_schedule(p, CHUNKS, m) for INTERLEAVED_SIZES: the lanes as text, or the error raised."""
     from minitorch_dist import pipeline as pp
     out = {}
@@ -75,7 +79,7 @@ def run_interleaved_generators(case: Case, group) -> dict:
     return out
 
 
-def run_data_parallel(case: Case, group) -> dict:
+def run_data_parallel(case: Case, group, own) -> dict:
     """STEPS steps of data_parallel_step: GRID_STAGES stages x p/GRID_STAGES replicas, 1F1B in each replica,
     on the whole batch of (replicas x m) micro-batches."""
     from minitorch_dist import pipeline as pp
@@ -87,13 +91,13 @@ def run_data_parallel(case: Case, group) -> dict:
                              loss_fn=loss_fn if j == GRID_STAGES - 1 else None)
     lanes = pp.one_f_one_b_schedule(GRID_STAGES, case.m)
     out = _train(group, lambda x, y, opt: pp.data_parallel_step(stage, data, lanes, x, y, opt, case.m),
-                 list(stage.module.parameters()), case, MICRO[case.model] * replicas * case.m)
+                 list(stage.module.parameters()), own)
     out.update(params={n: prm.detach().clone() for n, prm in stage.module.named_parameters()},
                pipe_ranks=list(pipe.ranks), data_ranks=list(data.ranks), stage=j,
                param_bytes=sum(prm.nbytes for prm in stage.module.parameters()),
                in_bytes=_nbytes(stage.spec.in_shape, stage.spec.in_dtype),
                out_bytes=_nbytes(stage.spec.out_shape, stage.spec.out_dtype), left_in_stash=len(stage.stash))
-    x = batch(case.model, MICRO[case.model] * replicas * case.m)[0].to(group.device)
+    x = batch(case.model, MICRO[case.model] * replicas * case.m)[0].to(group.device)     # public: a shape
     try:                                 # a batch the replicas do not divide: a clear error
         pp.replica_share(x[:-1], data)
         out["bad_share"] = (None, "")

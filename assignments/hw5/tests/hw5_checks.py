@@ -17,8 +17,9 @@ from __future__ import annotations
 
 from assignments.common.rank_runs import judge  # noqa: F401 (the tests import it from here)
 from assignments.hw5.tests.hw5_harness import Outcome
-from assignments.hw5.tests.hw5_setup import (GENERATOR_SIZES, STAGE_TIME, STEPS, expected_lanes, expected_order, schedule_of,
-                                             reference, reference_losses)
+from assignments.hw5.tests.hw5_inputs import reference
+from assignments.hw5.tests.hw5_setup import (GENERATOR_SIZES, STAGE_TIME, STEPS, expected_lanes, expected_order,
+                                             schedule_of)
 from minitorch_dist.pipeline.stage import MAX_MICROBATCHES
 from minitorch_dist.pipeline.validate import ScheduleError, validate_schedule
 
@@ -30,7 +31,7 @@ def exact_problems(o: Outcome) -> list[str]:
     if o.error is not None:
         return [o.error]
     p, case, problems = o.p, o.case, []
-    want = reference(case.model, p, case.m)
+    want, expected = reference(case, p)
     for j, rep in enumerate(o.ranks):
         if sorted(rep["params"]) != sorted(want[j]):
             problems.append(f"rank {j}: parameters {sorted(rep['params'])}, expected {sorted(want[j])}")
@@ -42,7 +43,7 @@ def exact_problems(o: Outcome) -> list[str]:
                                 f"the whole batch by {diff:.3g} (> {TOL:g}); loss scaled by 1/m = 1/{case.m}? "
                                 f"gradients zeroed once and one optimizer step per batch?")
                 break
-    losses, expected = o.ranks[-1]["losses"], reference_losses(case.model, case.m)
+    losses = o.ranks[-1]["losses"]
     if any(v is None for v in losses) or any(abs(a - b) > TOL for a, b in zip(losses, expected)):
         problems.append(f"rank {p - 1} (last stage) returned losses {losses}; expected the batch's mean loss "
                         f"{[round(v, 12) for v in expected]}")

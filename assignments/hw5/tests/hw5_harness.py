@@ -5,12 +5,15 @@
 
 A test describes a run as a Case (hw5_setup.py: which schedule, which model, m). The harness runs
 a list of cases on p ranks (stage j on rank j) in one launch, gloo by default (sim and mpi too),
-traced, without the provided collectives (a pipeline only sends and receives). Each rank trains its
-stage STEPS steps and reports its parameters, losses, messages, the first step's trace, the bytes
-autograd saved and step times (hw5_ranks.py); the verdict is taken in the grading process
-(hw5_checks.py) against the whole model trained on the whole batch in one process.
+traced, without the provided collectives (a pipeline only sends and receives). The batch is drawn
+here, in the grading process, from the grading's secret (hw5_inputs.py): the first stage's rank is
+sent the inputs, the last stage's the targets. Each rank trains its stage STEPS steps and reports its
+parameters, losses, messages, the first step's trace, the bytes autograd saved and step times
+(hw5_ranks.py); the verdict is taken in the grading process (hw5_checks.py) against the whole model
+trained on the whole batch in one process.
 
-Files: hw5_setup.py (models, data, cases, reference), hw5_memory.py (saved-tensor hooks),
+Files: hw5_setup.py (models, data, cases, reference), hw5_inputs.py (what each rank holds, from the
+secret), hw5_memory.py (saved-tensor hooks),
 hw5_ranks.py (rank code), this file (launching, suites), hw5_checks.py (the verdict),
 hw5_bonus_ranks.py / hw5_bonus_checks.py (bonus 5.6 and 5.7), hw5_vocab_ranks.py / hw5_vocab_checks.py
 (bonus 5.8, run like 5.6 with the provided collectives on), and
@@ -20,6 +23,7 @@ assignments/common/rank_runs.py and case_suites.py (shared by every homework).
 from __future__ import annotations
 
 from assignments.common import case_suites
+from assignments.hw5.tests.hw5_inputs import make_inputs
 from assignments.hw5.tests.hw5_ranks import run_cases_on_rank
 from assignments.hw5.tests.hw5_setup import Case
 
@@ -29,5 +33,5 @@ __all__ = ["Case", "Outcome", "run_cases", "Suite", "GridSuite"]
 Outcome = case_suites.Outcome
 
 
-run_cases, Suite = case_suites.bind(run_cases_on_rank, **HW5_LAUNCH)
-_, GridSuite = case_suites.bind(run_cases_on_rank, **HW5_GRID_LAUNCH)
+run_cases, Suite = case_suites.bind(run_cases_on_rank, make_inputs=make_inputs, **HW5_LAUNCH)
+_, GridSuite = case_suites.bind(run_cases_on_rank, make_inputs=make_inputs, **HW5_GRID_LAUNCH)

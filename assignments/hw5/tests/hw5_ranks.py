@@ -1,6 +1,9 @@
 """Homework 5 test harness, rank side: build this rank's stage, train it STEPS steps with the case's
 schedule, and report its parameters, losses, messages, trace, saved-activation bytes and (on sim)
-step times. The verdict is taken in the grading process (hw5_checks.py).
+step times. The verdict is taken in the grading process (hw5_checks.py). A rank's (x, y) is made in
+the grading process (hw5_inputs.py) and comes to it as its own argument: the inputs on the first
+stage, the targets on the last, zeros of their shapes elsewhere (the first stage reads the batch, the
+last the targets).
 """
 
 from __future__ import annotations
@@ -45,13 +48,14 @@ def step_function(kind: str, p: int, m: int, validate: bool = True):
     return lambda stage, x, y, opt, n: pp.schedule_step(stage, lanes, x, y, opt, n, validate=validate)
 
 
-def one_microbatch_bytes(stage, case: Case) -> int:
-    """Bytes autograd saves for one micro-batch's forward on this stage (and its loss on the last)."""
+def one_microbatch_bytes(stage, case: Case, y: torch.Tensor) -> int:
+    """Bytes autograd saves for one micro-batch's forward on this stage (and its loss on the last, on
+    this rank's targets y)."""
     spec = stage.spec
     x = torch.zeros(spec.in_shape, dtype=spec.in_dtype, device=stage.group.device)
     if not stage.is_first and x.is_floating_point():
         x.requires_grad_()
-    target = split_microbatches(batch(case.model, batch_size(case))[1], case.m)[0].to(stage.group.device)
+    target = split_microbatches(y, case.m)[0].to(stage.group.device)
     with SavedBytes() as meter:
         out = stage.module(x)
         if stage.is_last:
@@ -60,13 +64,13 @@ def one_microbatch_bytes(stage, case: Case) -> int:
     return meter.peak
 
 
-def run_training(case: Case, group) -> dict:
-    """STEPS steps of the case's schedule on this rank's stage."""
+def run_training(case: Case, group, own) -> dict:
+    """STEPS steps of the case's schedule on this rank's stage, on this rank's (x, y) (own)."""
     stage = make_stage(case, group)
     opt = torch.optim.SGD(stage.module.parameters(), lr=LR, momentum=MOMENTUM)
-    x, y = (t.to(group.device) for t in batch(case.model, batch_size(case)))
+    x, y = (t.to(group.device) for t in own)
     step = step_function(case.kind, group.size, case.m)
-    one = one_microbatch_bytes(stage, case)
+    one = one_microbatch_bytes(stage, case, y)
     meter, losses, peaks, times, events = SavedBytes(), [], [], [], []
     before = counts(group)
     for s in range(STEPS):
@@ -92,7 +96,7 @@ def _nbytes(shape, dtype) -> int:
     return torch.empty(shape, dtype=dtype, device="meta").nbytes
 
 
-def run_bad_batch(case: Case, group) -> dict:
+def run_bad_batch(case: Case, group, own=None) -> dict:
     """A valid step first (m = 2), then a batch of 2 MICRO + 1 samples with m = 2: must raise ValueError."""
     stage = make_stage(Case(case.kind, case.model, 2), group)
     opt = torch.optim.SGD(stage.module.parameters(), lr=LR)
@@ -109,7 +113,7 @@ def run_bad_batch(case: Case, group) -> dict:
     return {"raised": None, "message": "", "size": odd_x.shape[0]}
 
 
-def run_generators(case: Case, group) -> dict:
+def run_generators(case: Case, group, own=None) -> dict:
     """The generated schedules for GENERATOR_SIZES, as text (pure functions; every rank computes them)."""
     from minitorch_dist import pipeline as pp
     from assignments.hw5.tests.hw5_setup import GENERATOR_SIZES
@@ -125,7 +129,7 @@ def deadlocking_schedule(p: int) -> list[list[str]]:
     return lanes
 
 
-def run_deadlock(case: Case, group) -> dict:
+def run_deadlock(case: Case, group, own=None) -> dict:
     """The validator's ScheduleError, then the runtime's DeadlockError of the same schedule run unchecked."""
     from minitorch_dist import DeadlockError, pipeline as pp
     stage = make_stage(Case("boundary", case.model, 1), group)
@@ -141,11 +145,13 @@ def run_deadlock(case: Case, group) -> dict:
     return {"validated": out[True], "unvalidated": out[False]}
 
 
-def run_cases_on_rank(group, cases: list[Case]) -> list[dict]:
-    """Rank code: run every case in order (a stub's error is recorded per kind, others stop the launch)."""
+def run_cases_on_rank(group, cases: list[Case], inputs: list) -> list[dict]:
+    """Rank code: run every case in order on this rank's own input of each (`inputs`, made in the
+    grading process: hw5_inputs.py); a stub's error is recorded per kind, others stop the launch."""
     from assignments.hw5.tests.hw5_bonus_ranks import RUNNERS
     from assignments.hw5.tests.hw5_vocab_ranks import RUNNERS as VOCAB_RUNNERS
     runners = {"generators": run_generators, "deadlock": run_deadlock, "bad_batch": run_bad_batch,
                "bad_batch_1f1b": run_bad_batch, **RUNNERS,
                **VOCAB_RUNNERS}
-    return run_case_list(group, cases, lambda c, g: runners.get(c.kind, run_training)(c, g), key=lambda c: c.kind)
+    return run_case_list(group, cases, lambda c, g, own: runners.get(c.kind, run_training)(c, g, own),
+                         key=lambda c: c.kind, inputs=inputs)

@@ -1,6 +1,8 @@
 """Homework 5 test harness: the models, the data, the cases and the single-process reference.
-Used on the ranks (hw5_ranks.py) and in the grading process (hw5_checks.py): both build the same
-float64 models and batches from the same seeds.
+Used on the ranks (hw5_ranks.py) and in the grading process (hw5_checks.py). The graded runs' batches
+are drawn from the grading's secret in the grading process (hw5_inputs.py): the first stage is sent
+the inputs, the last the targets (the other stages zeros of their shapes); batch() and reference()
+below keep the public batches (the contract tests and the bad-input cases use them).
 
 Models (float64, every parameter random so that a missing or doubled gradient shows):
     "mlp"          MLP(d_in 12, hidden 16, 4 classes, depth 3): 4 layers, cross-entropy
@@ -89,8 +91,13 @@ def randomized(model, seed: int):
 
 @functools.lru_cache(maxsize=None)
 def batch(name: str, size: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """(inputs, targets) of `size` samples, the same for every step."""
-    gen = torch.Generator().manual_seed(1000 + size)
+    """(inputs, targets) of `size` samples, the same for every step: the public batch."""
+    return draw_batch(name, size, 1000 + size)
+
+
+def draw_batch(name: str, size: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(inputs, targets) of `size` samples drawn from `seed`."""
+    gen = torch.Generator().manual_seed(seed)
     if name.endswith("mlp"):
         return (torch.randn(size, D_IN, generator=gen, dtype=torch.float64),
                 torch.randint(0, CLASSES, (size,), generator=gen))
@@ -114,23 +121,10 @@ def stage_parts(name: str, p: int, m: int):
     return stages, pipeline_spec(stages, split_microbatches(x, m)[0])
 
 
-@functools.lru_cache(maxsize=None)
-def reference(name: str, p: int, m: int) -> list[dict[str, torch.Tensor]]:
-    """Stage by stage, {parameter name: value} of the whole model after STEPS full-batch steps."""
+def train_reference(name: str, x: torch.Tensor, y: torch.Tensor, n_stages: int):
+    """(stage by stage {parameter name: value} of the whole model after STEPS full-batch steps on (x, y),
+    the batch's mean loss before each step)."""
     model = build_model(name)
-    x, y = batch(name, MICRO[name] * m)
-    opt = torch.optim.SGD(model.parameters(), lr=LR, momentum=MOMENTUM)
-    for _ in range(STEPS):
-        opt.zero_grad()
-        loss_fn(model(x), y).backward()
-        opt.step()
-    return [{n: prm.detach().clone() for n, prm in stage.named_parameters()} for stage in stages_of(model, p)]
-
-
-def reference_losses(name: str, m: int) -> list[float]:
-    """The full batch's mean loss before each of the STEPS steps."""
-    model = build_model(name)
-    x, y = batch(name, MICRO[name] * m)
     opt = torch.optim.SGD(model.parameters(), lr=LR, momentum=MOMENTUM)
     losses = []
     for _ in range(STEPS):
@@ -139,7 +133,19 @@ def reference_losses(name: str, m: int) -> list[float]:
         loss.backward()
         opt.step()
         losses.append(loss.item())
-    return losses
+    stages = [{n: prm.detach().clone() for n, prm in stage.named_parameters()} for stage in stages_of(model, n_stages)]
+    return stages, losses
+
+
+@functools.lru_cache(maxsize=None)
+def reference(name: str, p: int, m: int) -> list[dict[str, torch.Tensor]]:
+    """Stage by stage, {parameter name: value} of the whole model after STEPS steps on the public batch."""
+    return train_reference(name, *batch(name, MICRO[name] * m), p)[0]
+
+
+def reference_losses(name: str, m: int) -> list[float]:
+    """The public batch's mean loss before each of the STEPS steps."""
+    return train_reference(name, *batch(name, MICRO[name] * m), 1)[1]
 
 
 def schedule_of(kind: str) -> str:

@@ -18,19 +18,14 @@ import functools
 import torch
 import torch.nn.functional as F
 
+from assignments.common.rank_inputs import secret
 from assignments.hw5.tests.hw5_harness import Outcome
+from assignments.hw5.tests.hw5_inputs import expected_rows, layer_inputs_of, vocab_pipeline_of
 from assignments.hw5.tests.hw5_setup import LR, MOMENTUM, STEPS
-from assignments.hw5.tests.hw5_vocab_ranks import (MICRO_ROWS, VOCAB_V, WIDTH, layer_inputs, pipeline_batch,
-                                                   vocab_model)
+from assignments.hw5.tests.hw5_vocab_ranks import MICRO_ROWS, VOCAB_V, WIDTH
 
 TOL = 1e-9
 __all__ = ["expected_rows", "layer_problems", "layer_message_problems", "pipeline_problems"]
-
-
-def expected_rows(v: int, p: int, r: int) -> tuple[int, int]:
-    base, extra = divmod(v, p)
-    start = r * base + min(r, extra)
-    return start, start + base + (r < extra)
 
 
 def _close(where: str, got, want) -> list[str]:
@@ -45,9 +40,13 @@ def _close(where: str, got, want) -> list[str]:
     return []
 
 
+def _layer_reference(o: Outcome) -> dict:
+    return _layer_reference_of(o.case, o.p, secret())
+
+
 @functools.lru_cache(maxsize=None)
-def _layer_reference():
-    x = layer_inputs()
+def _layer_reference_of(case, p: int, _secret: bytes) -> dict:
+    x = layer_inputs_of(case, p)
     head = x["head"].clone().requires_grad_()
     hidden = x["hidden"].clone().requires_grad_()
     loss = F.cross_entropy((hidden @ head.T).view(-1, VOCAB_V), x["target"].view(-1))
@@ -75,7 +74,7 @@ def layer_problems(o: Outcome) -> list[str]:
     problems = _rows_problems(o)
     if problems:
         return problems
-    want, last = _layer_reference(), o.p - 1
+    want, last = _layer_reference(o), o.p - 1
     problems += _close("rank 0: embed_forward's output", o.ranks[0]["tokens"], want["tokens"])
     problems += _close(f"rank {last}: the gradient of h", o.ranks[last]["grad_hidden"], want["grad_hidden"])
     for r, rep in enumerate(o.ranks):
@@ -99,7 +98,7 @@ def layer_message_problems(o: Outcome) -> list[str]:
     if o.error is not None:
         return [o.error]
     p, problems = o.p, []
-    n = layer_inputs()["idx"].numel()
+    n = layer_inputs_of(o.case, o.p)["idx"].numel()
     part = n * WIDTH * 8
     for r, rep in enumerate(o.ranks):
         sent = int(r != 0) + int(r != p - 1)
@@ -115,11 +114,14 @@ def layer_message_problems(o: Outcome) -> list[str]:
     return problems
 
 
+def _pipeline_reference(o: Outcome):
+    """The whole model trained STEPS steps on the whole batch: (losses, the model)."""
+    return _pipeline_reference_of(o.case, o.p, secret())
+
+
 @functools.lru_cache(maxsize=None)
-def _pipeline_reference(p: int, m: int):
-    """The whole model trained STEPS steps on the whole batch: (losses, {parameter name: value})."""
-    model = vocab_model()
-    idx, target = pipeline_batch(m)
+def _pipeline_reference_of(case, p: int, _secret: bytes):
+    model, (idx, target) = vocab_pipeline_of(case, p)
     opt = torch.optim.SGD(model.parameters(), lr=LR, momentum=MOMENTUM)
     losses = []
     for _ in range(STEPS):
@@ -138,10 +140,10 @@ def pipeline_problems(o: Outcome) -> list[str]:
     from minitorch_dist.pipeline.partition import balance_by_params, split_layers
     from minitorch_dist.pipeline.vocab_pipeline import PositionEmbedding
     p, m, last = o.p, o.case.m, o.p - 1
-    losses, model = _pipeline_reference(p, m)
+    losses, model = _pipeline_reference(o)
     layers = [PositionEmbedding(model.pos_emb), *model.blocks, model.ln_f]
     bodies = split_layers(layers, balance_by_params(layers, p))
-    n_tokens = pipeline_batch(m)[0].numel()
+    n_tokens = vocab_pipeline_of(o.case, p)[1][0].numel()
     for r, rep in enumerate(o.ranks):
         rows = slice(*rep["rows"])
         problems += _close(f"rank {r}: its embedding rows after {STEPS} steps", rep["embedding_rows"],

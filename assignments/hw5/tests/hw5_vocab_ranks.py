@@ -1,7 +1,10 @@
 """Homework 5 test harness, rank side of bonus 5.8 (the vocabulary layers sharded over every rank).
-Each rank reports plain data; the verdict is in hw5_vocab_checks.py, which rebuilds the same inputs.
+Each rank reports plain data; the verdict is in hw5_vocab_checks.py. The graded inputs are drawn from
+the grading's secret in the grading process (hw5_inputs.py): rank r is sent its own rows of both
+vocabulary layers (zeros elsewhere), the last rank h, rank 0 the embedding's gradient; the token ids
+and targets, which every rank reads, go to all. The functions below default to public seeds.
 
-Inputs (float64, fixed seeds): a vocabulary of VOCAB_V = 23 tokens (not a multiple of 2, 3 or 4, so
+Inputs (float64): a vocabulary of VOCAB_V = 23 tokens (not a multiple of 2, 3 or 4, so
 the shards are uneven), width WIDTH, N = ROWS x SEQ tokens. The hidden states are scaled by HEAT so
 that the logits reach about a thousand: exp of them overflows even in float64, and a softmax whose
 maximum is not the global one gives a different loss.
@@ -23,9 +26,10 @@ __all__ = ["RUNNERS", "VOCAB_V", "WIDTH", "ROWS", "HEAT", "MICRO_ROWS", "layer_i
            "pipeline_batch", "layer_counts"]
 
 
-def layer_inputs() -> dict:
-    """The inputs of the "vocab_layers" case: full weights, token ids, targets, h, the embedding's gradient."""
-    gen = torch.Generator().manual_seed(5858)
+def layer_inputs(seed: int = 5858) -> dict:
+    """The inputs of the "vocab_layers" case from `seed`: full weights, token ids, targets, h, the
+    embedding's gradient."""
+    gen = torch.Generator().manual_seed(seed)
     d = torch.float64
     return {"embedding": torch.randn(VOCAB_V, WIDTH, generator=gen, dtype=d),
             "head": 0.3 * torch.randn(VOCAB_V, WIDTH, generator=gen, dtype=d),
@@ -35,19 +39,21 @@ def layer_inputs() -> dict:
             "grad_tokens": torch.randn(ROWS, SEQ, WIDTH, generator=gen, dtype=d)}
 
 
-def vocab_model():
-    """An untied float64 CharTransformer of VOCAB_V tokens, every parameter random, final norm times HEAT."""
+def vocab_model(seed: int = 58):
+    """An untied float64 CharTransformer of VOCAB_V tokens, every parameter random from `seed`, final
+    norm times HEAT."""
     from minitorch_dist.models import CharTransformer
     model = CharTransformer(VOCAB_V, d_model=WIDTH, n_heads=2, n_layers=2, max_len=SEQ, seed=0,
                             tie_weights=False).double()
-    randomized(model, seed=58)
+    randomized(model, seed=seed)
     with torch.no_grad():
         model.ln_f.weight.mul_(HEAT)
     return model
 
 
-def pipeline_batch(m: int) -> tuple[torch.Tensor, torch.Tensor]:
-    gen = torch.Generator().manual_seed(580 + m)
+def pipeline_batch(m: int, seed: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """(token ids, targets) of the "vocab_pipeline" case's batch, from `seed` (public: 580 + m)."""
+    gen = torch.Generator().manual_seed(580 + m if seed is None else seed)
     tokens = torch.randint(0, VOCAB_V, (MICRO_ROWS * m, SEQ + 1), generator=gen)
     return tokens[:, :-1].contiguous(), tokens[:, 1:].contiguous()
 
@@ -72,10 +78,11 @@ def _error(call) -> tuple[str | None, str]:
     return None, ""
 
 
-def run_vocab_layers(case: Case, group) -> dict:
-    """The four functions once, on the inputs of layer_inputs(); what each rank holds afterwards."""
+def run_vocab_layers(case: Case, group, own: dict) -> dict:
+    """The four functions once, on this rank's inputs (own: layer_inputs' keys, this rank's share);
+    what each rank holds afterwards."""
     from minitorch_dist.pipeline import vocab as vp
-    x = {k: v.to(group.device) for k, v in layer_inputs().items()}
+    x = {k: None if v is None else v.to(group.device) for k, v in own.items()}
     p, r, last = group.size, group.rank, group.size - 1
     group.barrier()
     before = layer_counts(group)
@@ -94,11 +101,14 @@ def run_vocab_layers(case: Case, group) -> dict:
             "bad_shard": bad, "bad_size": p - 1}
 
 
-def run_vocab_pipeline(case: Case, group) -> dict:
-    """STEPS steps of vocab_pipeline_step with m = case.m; each rank's shares afterwards."""
+def run_vocab_pipeline(case: Case, group, own: dict) -> dict:
+    """STEPS steps of vocab_pipeline_step with m = case.m, from this rank's model (own["state"]: its
+    vocabulary rows only) on the batch (own["idx"], own["target"]); each rank's shares afterwards."""
     from minitorch_dist import pipeline as pp
-    idx, target = (t.to(group.device) for t in pipeline_batch(case.m))
-    parts = pp.vocab_pipeline_parts(vocab_model().to(group.device), group, idx[:MICRO_ROWS])
+    idx, target = own["idx"].to(group.device), own["target"].to(group.device)
+    model = vocab_model()
+    model.load_state_dict(own["state"])
+    parts = pp.vocab_pipeline_parts(model.to(group.device), group, idx[:MICRO_ROWS])
     opt = torch.optim.SGD(parts.parameters(), lr=LR, momentum=MOMENTUM)
     losses = []
     group.barrier()
