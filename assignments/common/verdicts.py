@@ -6,6 +6,7 @@ message). The harness's launching and rank side is rank_runs.py, which re-export
 from __future__ import annotations
 
 STUB = "NotImplementedError: "     # how a stub's error starts, on every rank and in every verdict
+MAX_SHOWN = 6                      # failing cases (or problems) shown in one test's message
 
 
 # -- suites: which tasks the run selected (pytest -m task2_4) ---------------------------------
@@ -39,14 +40,18 @@ def fail(message: str) -> None:
     pytest.fail(message, pytrace=False)
 
 
+def fail_on(problems: list[str], shown: int = MAX_SHOWN) -> None:
+    """Fail with the first `shown` problems (and how many more), if there are any."""
+    if problems:
+        more = [f"... and {len(problems) - shown} more"] if len(problems) > shown else []
+        fail("\n".join(problems[:shown] + more))
+
+
 def only_stub_errors(errors: list[str | None]) -> str | None:
     """The stubs' messages, one per line, when every error is a stub's NotImplementedError; else None."""
     if errors and all((e or "").startswith(STUB) for e in errors):
         return "\n".join(dict.fromkeys(e[len(STUB):] for e in errors))
     return None
-
-
-MAX_SHOWN = 6              # failing cases shown in one test's message
 
 
 def judge(outcomes, *checks) -> None:

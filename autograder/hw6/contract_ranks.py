@@ -13,6 +13,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from assignments.common.rank_runs import error_text, fail, try_launch
+from assignments.common.verdicts import fail_on as _check_all
 from assignments.hw6.tests.hw6_setup import Case, batch, build_model, loss_fn
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])   # the ranks cannot import the hidden tests
@@ -215,11 +216,6 @@ def _ranks(what: str) -> list[dict]:
     if err is not None:
         fail(err)
     return got
-
-
-def _check_all(problems: list[str]) -> None:
-    if problems:
-        fail("\n".join(problems[:6] + ([f"... and {len(problems) - 6} more"] if len(problems) > 6 else [])))
 
 
 def _sgd_reference(kind: str, batch_of, loss, lr_kwargs=SGD, steps=STEPS, case=None) -> dict:
