@@ -62,9 +62,11 @@ def protect_secrets(root: str) -> str:
 
 def open_interpreter() -> list[str]:
     """Give others search (x) permission on the folders above the interpreter and the venv, so the
-    sandbox user can run Python (e.g. a pyenv Python under a private /root); returns what changed."""
+    sandbox user can run Python and import what it imports late (e.g. a pyenv Python under a private
+    /root, a venv reached through a link in a private folder); returns what changed."""
     changed = []
-    targets = {os.path.realpath(sys.executable), os.path.realpath(sys.prefix), os.path.realpath(sys.base_prefix)}
+    targets = {os.path.realpath(sys.executable), os.path.realpath(sys.prefix), os.path.realpath(sys.base_prefix),
+               os.path.abspath(sys.prefix)}       # as the sandbox reaches it: a venv by a link (Gradescope's layout)
     for target in targets:
         path = os.path.dirname(target) if os.path.isfile(target) else target
         while path and path != os.sep:
