@@ -8,4 +8,5 @@
     attach.py      world_group(): a long-lived Group for a program that is already distributed
     host.py, host_link.py   a rank host: ranks started by a helper process (the grader's sandbox)
     channel.py, plain.py    messages between launcher and ranks; plain data for untrusted ranks
+    per_rank.py    launch(..., rank_args=...): each rank's own arguments, sent to its process alone
 """

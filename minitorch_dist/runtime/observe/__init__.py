@@ -4,4 +4,6 @@
     timeline.py   trace events as Chrome trace JSON (Perfetto) or a matplotlib timeline
     tracker.py    what each rank is blocked in now (for deadlock reports on process backends)
     deadlock.py   wait-for graphs and the deadlock report every backend prints
+    kernel_traffic.py  the bytes between rank processes as the kernel counts them (RunResult.wire)
+    traffic_check.py   the runtime's counters against those bytes (what the grader checks)
 """
