@@ -202,16 +202,17 @@ class Pool:
             for conn in self.conns:
                 with socket.socket(fileno=os.dup(conn.fileno())) as sock:
                     ends.append(sock.getpeername()[:2])
-            return kernel_traffic.RunMeter(ends, *self._rank_candidates(ends))
+            sockets = kernel_traffic.tcp_sockets()          # one dump finds the ranks and their uid
+            return kernel_traffic.RunMeter(ends, *self._rank_candidates(ends, sockets), sockets=sockets)
         except (OSError, ValueError):
             return None
 
-    def _rank_candidates(self, ends: list[tuple]):
+    def _rank_candidates(self, ends: list[tuple], sockets: dict):
         """(the processes the ranks are among now, a function that lists them again): a rank host's
         ranks among the processes of the uid that owns their sockets, else this process's descendants."""
         from ..observe import kernel_traffic
         if self.host:
-            uids = kernel_traffic.owners_of(ends)
+            uids = kernel_traffic.owners_of(ends, sockets)
 
             def find() -> list[int]:
                 return kernel_traffic.processes_owned_by(uids)

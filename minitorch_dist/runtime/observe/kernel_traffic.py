@@ -77,6 +77,11 @@ def _dump(family: int) -> dict[int, Sock]:
                 return found
 
 
+def tcp_sockets() -> dict[int, Sock]:
+    """Every TCP socket (IPv4 and IPv6) of this network namespace: {inode: Sock}, one sock_diag dump each."""
+    return {**_dump(socket.AF_INET), **_dump(socket.AF_INET6)}
+
+
 def _parse(family: int, body: bytes):
     """(inode, Sock) from one inet_diag_msg and its attributes; None without tcp_info byte counts."""
     if len(body) < 72:
@@ -125,7 +130,7 @@ class Snapshot:
 
 def snapshot(rank_pids: dict[int, list[int]]) -> Snapshot:
     """The kernel's counts now; `rank_pids` maps each rank to its process and the processes it forked."""
-    sockets = {**_dump(socket.AF_INET), **_dump(socket.AF_INET6)}
+    sockets = tcp_sockets()
     owner: dict[int, int] = {}
     for rank, pids in rank_pids.items():
         for pid in pids:
@@ -217,17 +222,17 @@ def owner_pid(inode: int, candidates: list[int]) -> int | None:
     return None
 
 
-def rank_roots(peer_ends: list[tuple], candidates: list[int]) -> list[int | None]:
+def rank_roots(peer_ends: list[tuple], candidates: list[int], sockets: dict | None = None) -> list[int | None]:
     """The pid of each rank: the process holding the socket at the far end of the launcher's
     connection to that rank (the kernel's answer, not the rank's own report)."""
-    sockets = {**_dump(socket.AF_INET), **_dump(socket.AF_INET6)}
+    sockets = tcp_sockets() if sockets is None else sockets
     by_local = {s.local: inode for inode, s in sockets.items()}
     return [owner_pid(by_local[end], candidates) if end in by_local else None for end in peer_ends]
 
 
-def owners_of(peer_ends: list[tuple]) -> set[int]:
+def owners_of(peer_ends: list[tuple], sockets: dict | None = None) -> set[int]:
     """The uids that own the sockets at these far ends (the kernel's record)."""
-    sockets = {**_dump(socket.AF_INET), **_dump(socket.AF_INET6)}
+    sockets = tcp_sockets() if sockets is None else sockets
     return {s.uid for s in sockets.values() if s.local in set(peer_ends)}
 
 
@@ -247,11 +252,11 @@ def processes_owned_by(uids: set[int]) -> list[int]:
 class RunMeter:
     """Measures one run: make it before the tasks go out, call done() once every reply is in."""
 
-    def __init__(self, peer_ends: list[tuple], candidates: list[int], find=None):
+    def __init__(self, peer_ends: list[tuple], candidates: list[int], find=None, sockets: dict | None = None):
         """candidates: the processes the ranks may be among; find() lists them again after the run
         (ranks may fork), default: the same list."""
         self.find = find or (lambda: candidates)
-        self.roots = rank_roots(peer_ends, candidates)
+        self.roots = rank_roots(peer_ends, candidates, sockets)
         self.private = os.environ.get(PRIVATE_NETNS_VAR) == "1"
         self.octets = namespace_octets() if self.private else None
         self.before = self._snapshot(candidates)
