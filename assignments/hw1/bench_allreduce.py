@@ -4,7 +4,7 @@
     python assignments/hw1/bench_allreduce.py                        # 4 local gloo processes
     python assignments/hw1/bench_allreduce.py --backend sim --quick  # simulated network (virtual time)
     python assignments/hw1/bench_allreduce.py --backend nccl -n 4 --sizes 1M,4M,16M,64M,256M   # 4 GPUs
-    python -m tools.overlay solutions -- .venv/bin/python assignments/hw1/bench_allreduce.py   # instructors: the reference
+    .venv/bin/python -m tools.overlay solutions -- .venv/bin/python assignments/hw1/bench_allreduce.py   # instructors: the reference
 
 Every algorithm in minitorch_dist.collectives.ALL_REDUCES (naive, tree, butterfly, ring) and
 the native group.all_reduce run on the same float32 buffer. One measurement: refill the

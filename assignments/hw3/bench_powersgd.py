@@ -2,7 +2,7 @@
 
     python assignments/hw3/bench_powersgd.py                       # 2 and 4 local gloo processes
     python assignments/hw3/bench_powersgd.py --world-sizes 2 --steps 5 --d-hidden 256   # quick
-    python -m tools.overlay solutions -- .venv/bin/python assignments/hw3/bench_powersgd.py   # instructors
+    .venv/bin/python -m tools.overlay solutions -- .venv/bin/python assignments/hw3/bench_powersgd.py   # instructors
 
 In the same processes, in turns step by step: HookedDDP (3.5) + powersgd_hook (3.4), and torch's
 DistributedDataParallel + powerSGD_hook (same MLP, rank, start_powerSGD_iter, bucket size, seed).

@@ -3,7 +3,7 @@
     python assignments/hw4/bench_tp.py                           # counters at TP = 2, 4 (gloo), then sim
     python assignments/hw4/bench_tp.py --bandwidth 100e9 --flop-rate 1e13 --tp-sizes 1,2,4,8
     mpirun -n 4 python assignments/hw4/bench_tp.py               # counters on MPI at TP = 4; sim on rank 0
-    python -m tools.overlay solutions -- .venv/bin/python assignments/hw4/bench_tp.py   # instructors
+    .venv/bin/python -m tools.overlay solutions -- .venv/bin/python assignments/hw4/bench_tp.py   # instructors
 
 Every rank builds the same dense CharTransformer (seeded, tied weights) and your
 ParallelCharTransformer from it, and takes one training step (loss, backward) on the same batch

@@ -2,7 +2,7 @@
 
     python assignments/hw5/bench_pipeline.py                        # 2 and 4 gloo ranks, then the sim table
     python assignments/hw5/bench_pipeline.py --world-sizes 2 --steps 5 --microbatches 4
-    python -m tools.overlay solutions -- .venv/bin/python assignments/hw5/bench_pipeline.py   # instructors
+    .venv/bin/python -m tools.overlay solutions -- .venv/bin/python assignments/hw5/bench_pipeline.py   # instructors
 
 Part 1 (gloo processes, p = --world-sizes): every rank builds the same float32 MLP (--depth + 1
 layers, cut by stages_of into p stages) twice: once for your gpipe_step / one_f_one_b_step, once for
