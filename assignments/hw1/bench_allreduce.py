@@ -1,9 +1,9 @@
 """Homework 1: time your four all-reduces against the backend's native one (4 ranks, 1 KB .. 64 MB).
 
-    mpirun -n 4 python assignments/hw1/bench_allreduce.py            # MPI (backend mpi)
-    python assignments/hw1/bench_allreduce.py                        # 4 local gloo processes
-    python assignments/hw1/bench_allreduce.py --backend sim --quick  # simulated network (virtual time)
-    python assignments/hw1/bench_allreduce.py --backend nccl -n 4 --sizes 1M,4M,16M,64M,256M   # 4 GPUs
+    .venv/bin/mpirun -n 4 .venv/bin/python assignments/hw1/bench_allreduce.py   # MPI (backend mpi)
+    .venv/bin/python assignments/hw1/bench_allreduce.py                        # 4 local gloo processes
+    .venv/bin/python assignments/hw1/bench_allreduce.py --backend sim --quick  # simulated network (virtual time)
+    .venv/bin/python assignments/hw1/bench_allreduce.py --backend nccl -n 4 --sizes 1M,4M,16M,64M,256M   # 4 GPUs
     .venv/bin/python -m tools.overlay solutions -- .venv/bin/python assignments/hw1/bench_allreduce.py   # instructors: the reference
 
 Every algorithm in minitorch_dist.collectives.ALL_REDUCES (naive, tree, butterfly, ring) and
@@ -18,7 +18,9 @@ The table gives the median and best time, algbw = S/t, busbw = algbw * 2(p-1)/p
 "paired": the median over repetitions of time / native time in the same repetition. On a
 shared machine the native time itself drifts by 2x between runs; the paired ratio compares
 each algorithm with the native all-reduce measured next to it, so drift cancels (the target
-line uses it, and shows the ratio of medians too).
+line uses it, and shows the ratio of medians and the paired ratios' range too); under the table,
+the quartiles and range of the paired ratios of every algorithm and size. Every algorithm runs in
+the same rank processes (same threads), one untimed repetition first.
 An algorithm that is not implemented yet (NotImplementedError) is reported and skipped.
 """
 
@@ -31,6 +33,7 @@ import sys
 import torch
 
 from minitorch_dist import cost_model, launch
+from minitorch_dist.bench_timing import Spread, load_line, paired_ratios, rotated, slowest_per_step
 from minitorch_dist.collectives import ALL_REDUCES
 
 SIZES = [1 << k for k in range(10, 27, 2)]          # 1 KB, 4 KB, ..., 64 MB
@@ -99,8 +102,7 @@ def bench_rank(group, sizes: list[int], algorithms: list[str], repeats: int, war
             live.append(name)
         k = calls_per_measurement(n_bytes)
         for rep in range(warmup + repeats):               # 2. time, rotating the order
-            shift = rep % len(live) if live else 0
-            for name in live[shift:] + live[:shift]:
+            for name in rotated(live, rep):
                 x.copy_(src)
                 group.barrier()
                 start = group.now()
@@ -121,7 +123,7 @@ def summarize(per_rank: list[dict], sizes: list[int], algorithms: list[str], p: 
             runs = [rank["times"].get((n_bytes, name)) for rank in per_rank]
             if any(run is None for run in runs):
                 continue
-            slowest = [max(per_rep) for per_rep in zip(*runs)]       # (repeats,) max over ranks
+            slowest = slowest_per_step(runs)                         # (repeats,) max over ranks
             median, best = statistics.median(slowest), min(slowest)
             if name == NATIVE:
                 native = slowest
@@ -131,15 +133,15 @@ def summarize(per_rank: list[dict], sizes: list[int], algorithms: list[str], p: 
         for row in rows:
             if row["bytes"] == n_bytes:
                 row["vs_native"] = row["median"] / statistics.median(native) if native else None
-                row["paired"] = statistics.median(t / t_native for t, t_native in zip(row["slowest"], native)) \
-                    if native else None
+                row["spread"] = Spread.of(paired_ratios(row["slowest"], native)) if native else None
+                row["paired"] = row["spread"].median if native else None
     return rows
 
 
 def print_table(rows: list[dict], per_rank: list[dict], algorithms: list[str], p: int, backend: str,
                 repeats: int) -> None:
-    print(f"\nall-reduce, float32 sum, {p} ranks, backend {backend}; {repeats} repetitions, each the slowest "
-          f"rank's time per call")
+    print(f"\nall-reduce, float32 sum, {p} ranks, backend {backend}; {repeats} repetitions after 1 untimed, each "
+          f"the slowest rank's time per call (k back-to-back calls after a barrier, / k); {load_line()}")
     print(f"{'size':>8} {'algorithm':>10} {'median ms':>10} {'best ms':>9} {'algbw MB/s':>11} "
           f"{'busbw MB/s':>11} {'x native':>9} {'paired':>7}")
     last = None
@@ -151,6 +153,13 @@ def print_table(rows: list[dict], per_rank: list[dict], algorithms: list[str], p
         paired = f"{row['paired']:7.2f}" if row.get("paired") else f"{'-':>7}"
         print(f"{human(row['bytes']):>8} {row['algorithm']:>10} {row['median'] * 1e3:10.3f} "
               f"{row['best'] * 1e3:9.3f} {row['algbw'] / 1e6:11.1f} {row['busbw'] / 1e6:11.1f} {ratio} {paired}")
+    print("\npaired ratio to native per repetition: median (quartiles, range)")
+    for n_bytes in dict.fromkeys(row["bytes"] for row in rows):
+        parts = [f"{row['algorithm']} {row['spread'].median:.2f} ({row['spread'].q1:.2f}-{row['spread'].q3:.2f}, "
+                 f"{row['spread'].low:.2f}-{row['spread'].high:.2f})" for row in rows
+                 if row["bytes"] == n_bytes and row.get("spread") and row["algorithm"] != NATIVE]
+        if parts:
+            print(f"{human(n_bytes):>8}: " + ", ".join(parts))
     print()
     for name in algorithms:
         verdicts = [rank["verified"].get(key) for rank in per_rank for key in rank["verified"] if key[1] == name]
@@ -172,7 +181,8 @@ def target_line(rows: list[dict], backend: str) -> str | None:
         return None
     worst = max(row["paired"] for row in big)
     verdict = "met" if worst <= 1.25 else "NOT met"
-    ratios = ", ".join(f"{human(row['bytes'])}: {row['paired']:.2f}x (medians {row['vs_native']:.2f}x)" for row in big)
+    ratios = ", ".join(f"{human(row['bytes'])}: {row['paired']:.2f}x (medians {row['vs_native']:.2f}x) [range "
+                       f"{row['spread'].low:.2f}-{row['spread'].high:.2f} over {row['spread'].n}]" for row in big)
     return f"ring vs native at >= 16 MB, paired (target <= 1.25x on gloo): {ratios} -> {verdict}"
 
 
