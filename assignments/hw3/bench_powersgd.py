@@ -1,14 +1,20 @@
 """Homework 3: your PowerSGD data parallel against torch DDP with torch's powerSGD_hook.
 
-    python assignments/hw3/bench_powersgd.py                       # 2 and 4 local gloo processes
-    python assignments/hw3/bench_powersgd.py --world-sizes 2 --steps 5 --d-hidden 256   # quick
+    .venv/bin/python assignments/hw3/bench_powersgd.py             # 2 and 4 local gloo processes
+    .venv/bin/python assignments/hw3/bench_powersgd.py --world-sizes 2 --steps 5 --d-hidden 256   # quick
     .venv/bin/python -m tools.overlay solutions -- .venv/bin/python assignments/hw3/bench_powersgd.py   # instructors
 
-In the same processes, in turns step by step: HookedDDP (3.5) + powersgd_hook (3.4), and torch's
-DistributedDataParallel + powerSGD_hook (same MLP, rank, start_powerSGD_iter, bucket size, seed).
-Per world size the table gives the median step time of the slowest rank, the ratio to torch's
-hook (target <= 1.15), the bytes all-reduced per compressed step against the formula (plain
-elements + (n + m) r per compressed matrix, x 4 bytes), and max |param - torch's| at the end.
+In the same processes (same threads per rank), in turns step by step (who goes first alternates):
+HookedDDP (3.5) + powersgd_hook (3.4), and torch's DistributedDataParallel + powerSGD_hook (same
+float32 MLP, rank, start_powerSGD_iter, bucket size, seed, batch, SGD). Timed: zero_grad, forward,
+backward, gradient synchronisation, SGD step, after a barrier, --warmup steps untimed (the first two
+are the uncompressed ones), the slowest rank's time per step. Per world size the table gives the
+median step times, the ratio to torch's hook as the median of per-step ratios (its quartiles and
+range on the line below; target <= 1.15), the bytes all-reduced per compressed step against the
+formula (plain elements + (n + m) r per compressed matrix, x 4 bytes) and max |param - torch's| at
+the end. The bytes are counted in one more, untimed, step after the timed ones, on both sides:
+ours by the runtime's counters, torch's by counting what its hook hands to torch.distributed.all_reduce
+("bytes ok": both equal the formula).
 Then, on sim over a 1 Gbit/s link (alpha 20 us), the step time of the uncompressed bucketed
 all-reduce against PowerSGD: where compression wins (a slow link) and by how much.
 """
@@ -23,6 +29,7 @@ import torch
 import torch.nn.functional as F
 
 from minitorch_dist import SimNetwork, launch
+from minitorch_dist.bench_timing import Spread, load_line, max_abs_diff, paired_ratios, rotated, slowest_per_step
 from minitorch_dist.compression import HookedDDP, PowerSGDState, powersgd_hook
 from minitorch_dist.compression.low_rank import should_compress
 from minitorch_dist.models import MLP
@@ -46,11 +53,32 @@ def _batch(cfg, rank):
     return torch.randn(cfg["batch"], cfg["d_in"], generator=gen), torch.randint(0, cfg["d_out"], (cfg["batch"],), generator=gen)
 
 
+class _CountAllReduce:
+    """Within the block, the bytes of every tensor handed to torch.distributed.all_reduce (torch's hook)."""
+
+    def __init__(self):
+        self.bytes = 0
+
+    def __enter__(self):
+        import torch.distributed as dist
+        self._original = dist.all_reduce
+
+        def counted(tensor, *args, **kwargs):
+            self.bytes += tensor.numel() * tensor.element_size()
+            return self._original(tensor, *args, **kwargs)
+        dist.all_reduce = counted
+        return self
+
+    def __exit__(self, *exc):
+        import torch.distributed as dist
+        dist.all_reduce = self._original
+
+
 def bench_rank(group, cfg: dict) -> dict:
     from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook as ps
     x, y = _batch(cfg, group.rank)
     new = lambda: MLP(cfg["d_in"], cfg["d_hidden"], cfg["d_out"], cfg["depth"], seed=0)  # noqa: E731
-    times, sent = {"ours": [], "torch": []}, []
+    times = {"ours": [], "torch": []}
     with torch_default_group(group):
         theirs = torch.nn.parallel.DistributedDataParallel(new(), bucket_cap_mb=cfg["bucket_mb"])
         theirs.register_comm_hook(ps.PowerSGDState(None, matrix_approximation_rank=cfg["rank"], start_powerSGD_iter=2,
@@ -60,22 +88,30 @@ def bench_rank(group, cfg: dict) -> dict:
                                               random_seed=0), powersgd_hook)
         runs = {"ours": (ours, ours.finish_gradient_synchronization), "torch": (theirs, lambda: None)}
         opts = {k: torch.optim.SGD(m.parameters(), lr=0.01) for k, (m, _) in runs.items()}
-        for step in range(cfg["warmup"] + cfg["steps"]):
-            for k in (("ours", "torch") if step % 2 else ("torch", "ours")):
-                model, finish = runs[k]
+        def step(k):
+            model, finish = runs[k]
+            opts[k].zero_grad(set_to_none=True)
+            F.cross_entropy(model(x), y).backward()
+            finish()
+            opts[k].step()
+        for i in range(cfg["warmup"] + cfg["steps"]):               # timed: nothing but the step
+            for k in rotated(["torch", "ours"], i):
                 group.barrier()
-                before, start = group.counters.op("all_reduce").tensor_bytes, time.perf_counter()
-                opts[k].zero_grad(set_to_none=True)
-                F.cross_entropy(model(x), y).backward()
-                finish()
-                opts[k].step()
-                if step >= cfg["warmup"]:
+                start = time.perf_counter()
+                step(k)
+                if i >= cfg["warmup"]:
                     times[k].append(time.perf_counter() - start)
-                    if k == "ours":
-                        sent.append(group.counters.op("all_reduce").tensor_bytes - before)
         group.barrier()
-    flat = {k: torch.cat([p.detach().reshape(-1) for p in runs[k][0].module.parameters()]) for k in runs}
-    return {"times": times, "sent": sent, "diff": (flat["ours"] - flat["torch"]).abs().max().item()}
+        before = group.counters.op("all_reduce").tensor_bytes      # bytes: one more (compressed) step each
+        step("ours")
+        sent = {"ours": group.counters.op("all_reduce").tensor_bytes - before}
+        group.barrier()
+        with _CountAllReduce() as counted:
+            step("torch")
+        sent["torch"] = counted.bytes
+        group.barrier()
+    diff = max_abs_diff(runs["ours"][0].module, runs["torch"][0].module)
+    return {"times": times, "sent": sent, "diff": diff, "threads": torch.get_num_threads()}
 
 
 def sim_rank(group, cfg: dict, compress: bool) -> float:
@@ -100,7 +136,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--world-sizes", default="2,4")
     parser.add_argument("--steps", type=int, default=10)
-    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--warmup", type=int, default=3, help="untimed steps, >= 2 (the uncompressed ones)")
     parser.add_argument("--d-in", type=int, default=256)
     parser.add_argument("--d-hidden", type=int, default=1024)
     parser.add_argument("--depth", type=int, default=2)
@@ -109,6 +145,8 @@ def main(argv=None) -> int:
     parser.add_argument("--rank", type=int, default=2, help="PowerSGD's matrix_approximation_rank")
     parser.add_argument("--bucket-mb", type=float, default=25.0)
     o = parser.parse_args(argv)
+    if o.warmup < 2:
+        parser.error("--warmup must be >= 2: the first two steps are uncompressed (start_powerSGD_iter=2)")
     cfg = dict(d_in=o.d_in, d_hidden=o.d_hidden, d_out=o.d_out, depth=o.depth, batch=o.batch, rank=o.rank,
                bucket_mb=o.bucket_mb, steps=o.steps, warmup=o.warmup)
     model = MLP(o.d_in, o.d_hidden, o.d_out, o.depth)
@@ -116,16 +154,24 @@ def main(argv=None) -> int:
     want = expected_bytes(model, o.rank)
     print(f"MLP {o.d_in}-{o.d_hidden}x{o.depth}-{o.d_out} ({dense / 2**20:.1f} MB fp32), PowerSGD rank {o.rank}; "
           f"formula: {want} bytes all-reduced per compressed step ({dense / want:.1f}x less than dense)")
+    print(f"timed: zero_grad+forward+backward+sync+SGD step, slowest rank, {o.steps} steps after {o.warmup} "
+          f"untimed; ratio: median of per-step ours/torch; {load_line()}")
     print(f"{'p':>3} {'ours ms':>9} {'torch ms':>9} {'ratio':>7} {'bytes/step':>11} {'bytes ok':>8} {'max |diff|':>10}")
-    worst = 0.0
+    worst, notes = 0.0, []
     for p in [int(w) for w in o.world_sizes.split(",")]:
         res = launch(bench_rank, p, args=(cfg,), backend="gloo")
-        slowest = {k: [max(ts) for ts in zip(*(r["times"][k] for r in res))] for k in ("ours", "torch")}
+        slowest = {k: slowest_per_step([r["times"][k] for r in res]) for k in ("ours", "torch")}
         ours, theirs = statistics.median(slowest["ours"]), statistics.median(slowest["torch"])
-        sent = set(res[0]["sent"])
-        worst = max(worst, ours / theirs)
-        print(f"{p:>3} {ours * 1e3:9.2f} {theirs * 1e3:9.2f} {ours / theirs:7.2f} {max(sent):>11} "
-              f"{'yes' if sent == {want} else 'NO':>8} {max(r['diff'] for r in res):10.1e}")
+        spread = Spread.of(paired_ratios(slowest["ours"], slowest["torch"]))
+        sent = {k: {r["sent"][k] for r in res} for k in ("ours", "torch")}
+        ok = sent["ours"] == sent["torch"] == {want}
+        worst = max(worst, spread.median)
+        print(f"{p:>3} {ours * 1e3:9.2f} {theirs * 1e3:9.2f} {spread.median:7.2f} {max(sent['ours']):>11} "
+              f"{'yes' if ok else 'NO':>8} {max(r['diff'] for r in res):10.1e}")
+        notes.append(f"  p={p}: ours / torch per step {spread}; torch's powerSGD_hook all-reduced "
+                     f"{sorted(sent['torch'])} bytes in its compressed step, ours {sorted(sent['ours'])}, formula "
+                     f"{want}; {res[0]['threads']} thread(s) per rank")
+    print("\n".join(notes))
     print(f"target: ours / torch's hook <= {TARGET} ({'met' if worst <= TARGET else 'NOT met'}: worst {worst:.2f})")
     net = SimNetwork(alpha=2e-5, beta=8 / 1e9)
     for p in (4,):
