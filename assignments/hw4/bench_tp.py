@@ -1,8 +1,8 @@
 """Homework 4: what a tensor-parallel training step communicates, measured against the cost model.
 
-    python assignments/hw4/bench_tp.py                           # counters at TP = 2, 4 (gloo), then sim
-    python assignments/hw4/bench_tp.py --bandwidth 100e9 --flop-rate 1e13 --tp-sizes 1,2,4,8
-    mpirun -n 4 python assignments/hw4/bench_tp.py               # counters on MPI at TP = 4; sim on rank 0
+    .venv/bin/python assignments/hw4/bench_tp.py                 # counters at TP = 2, 4 (gloo), then sim
+    .venv/bin/python assignments/hw4/bench_tp.py --bandwidth 100e9 --flop-rate 1e13 --tp-sizes 1,2,4,8
+    .venv/bin/mpirun -n 4 .venv/bin/python assignments/hw4/bench_tp.py   # counters on MPI at TP = 4; sim on rank 0
     .venv/bin/python -m tools.overlay solutions -- .venv/bin/python assignments/hw4/bench_tp.py   # instructors
 
 Every rank builds the same dense CharTransformer (seeded, tied weights) and your
@@ -15,11 +15,16 @@ of random token ids. Two parts:
    all-reduces forward and 2L + 1 backward. The provided collectives' internal messages are not
    visible to the counters: bytes and messages sent per rank are those of a ring all-reduce,
    2(p-1)/p of each counted payload and 2(p-1) messages per call. Also parameter elements per
-   rank against cost_model.tp_parameters_per_rank, and the loss against the dense model's.
+   rank against cost_model.tp_parameters_per_rank, the loss against the dense model's, and the
+   result of training: --train-steps SGD steps of the TP model and of a dense copy from the same
+   start, then the loss of each on the batch again (equal when every rank's final parameters are
+   the dense ones' slices).
 2. Step time on sim (threads on a virtual alpha-beta network, --bandwidth and --alpha): each rank
    charges its compute, cost_model.tp_flops_per_step / p / --flop-rate, with group.compute, then runs
    the step; the sim clock adds the ring all-reduces' times. Side by side with
    cost_model.tp_step_time, for TP = --tp-sizes: where does splitting the model stop paying?
+Nothing here is timed on the wall clock: part 1 counts, part 2 reads the simulator's virtual clock
+(so neither load nor threads move its numbers).
 
 A stub prints one line naming the task to implement.
 """
@@ -27,13 +32,13 @@ A stub prints one line naming the task to implement.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 
 import torch
 import torch.nn.functional as F
 
 from minitorch_dist import SimNetwork, cost_model, launch
+from minitorch_dist.bench_timing import load_line
 from minitorch_dist.models import CharTransformer
 from minitorch_dist.tensor_parallel import ParallelCharTransformer
 
@@ -82,8 +87,33 @@ def count_rank(group, cfg: dict) -> dict:
     with torch.no_grad():
         logits = dense(idx)                                                    # (B, T, V)
         dense_loss = F.cross_entropy(logits.reshape(-1, cfg["vocab"]), targets.reshape(-1))
+    try:
+        trained = train_both(model, cfg, idx, targets)
+    except NotImplementedError as exc:
+        return not_implemented(exc)
     return {"forward": delta(mid, start), "backward": delta(end, mid), "loss": float(loss.detach()),
-            "dense_loss": float(dense_loss), "params": sum(p.numel() for p in model.parameters())}
+            "dense_loss": float(dense_loss), "params": sum(p.numel() for p in model.parameters()), **trained}
+
+
+def train_both(model, cfg: dict, idx, targets) -> dict:
+    """--train-steps SGD steps of the TP model (its gradients from the step just counted) and of a dense
+    copy of its own from the same seed; then both losses on the batch: {"trained_loss", "trained_dense"}."""
+    twin = CharTransformer(cfg["vocab"], d_model=cfg["d_model"], n_heads=cfg["heads"], n_layers=cfg["layers"],
+                           max_len=cfg["seq"], seed=0)
+
+    def dense_loss():
+        return F.cross_entropy(twin(idx).reshape(-1, cfg["vocab"]), targets.reshape(-1))
+    dense_loss().backward()
+    opts = [torch.optim.SGD(model.parameters(), lr=cfg["lr"]), torch.optim.SGD(twin.parameters(), lr=cfg["lr"])]
+    for _ in range(cfg["train_steps"]):
+        for opt in opts:
+            opt.step()
+            opt.zero_grad()
+        tp, dense = model.loss(idx, targets), dense_loss()
+        tp.backward()
+        dense.backward()
+    return {"trained_loss": float(tp.detach()), "trained_dense": float(dense.detach())} if cfg["train_steps"] else \
+        {"trained_loss": 0.0, "trained_dense": 0.0}
 
 
 def sim_rank(group, cfg: dict, compute_seconds: float) -> dict:
@@ -118,7 +148,7 @@ def print_counters(results: dict, cfg: dict, backend: str) -> bool:
     b, s, h, L = cfg["batch"], cfg["seq"], cfg["d_model"], cfg["layers"]
     print(f"Counters of one training step on {backend}: {model_line(cfg)}; formula: "
           f"cost_model.tp_step_traffic (ring: 2(p-1)/p of each payload, 2(p-1) messages per all-reduce); "
-          f"load avg {os.getloadavg()[0]:.2f}")
+          f"counted, not timed; {load_line()}")
     print(f"{'':>13}{'all-reduces':>16}{'payload bytes':>22}{'ring bytes sent/rank':>26}{'ring msgs/rank':>18}")
     print(f"{'TP':>3} {'pass':<9}{'counted':>8}{'formula':>8}{'counted':>11}{'formula':>11}"
           f"{'counted':>13}{'formula':>13}{'counted':>9}{'formula':>9}{'ratio':>8}")
@@ -155,10 +185,13 @@ def print_counters(results: dict, cfg: dict, backend: str) -> bool:
         f_params = cost_model.tp_parameters_per_rank(cfg["vocab"], h, L, cfg["seq"], p)
         dense = cost_model.tp_parameters_per_rank(cfg["vocab"], h, L, cfg["seq"], 1)
         diff = max(abs(r["loss"] - r["dense_loss"]) for r in ranks)
-        good = diff <= TOLERANCE and all(r["params"] == f_params for r in ranks)
+        trained = max(abs(r["trained_loss"] - r["trained_dense"]) for r in ranks)
+        good = diff <= TOLERANCE and trained <= TOLERANCE and all(r["params"] == f_params for r in ranks)
         ok = ok and good
         print(f"{p:>3}{ranks[0]['params']:>13,}{f_params:>10,}{dense:>9,}{ranks[0]['loss']:>10.5f}"
-              f"{ranks[0]['dense_loss']:>11.5f}  {'ok' if good else 'NOT OK'} (|loss - dense| = {diff:.1e})")
+              f"{ranks[0]['dense_loss']:>11.5f}  {'ok' if good else 'NOT OK'} (|loss - dense| = {diff:.1e}; after "
+              f"{cfg['train_steps']} SGD steps: TP {ranks[0]['trained_loss']:.5f}, dense "
+              f"{ranks[0]['trained_dense']:.5f}, |diff| = {trained:.1e})")
     return ok
 
 
@@ -216,13 +249,16 @@ def main(argv=None) -> int:
     parser.add_argument("--layers", type=int, default=2)
     parser.add_argument("--batch", type=int, default=16)
     parser.add_argument("--seq", type=int, default=64, help="sequence length (= max_len of the model)")
+    parser.add_argument("--train-steps", type=int, default=3, help="SGD steps of the TP model and a dense copy, "
+                        "then their losses compared")
+    parser.add_argument("--lr", type=float, default=0.1, help="their SGD learning rate")
     opts = parser.parse_args(argv)
     if opts.backend == "sim":
         parser.error("the counters part runs on real processes (gloo or mpi); the sim part always runs")
     if not (opts.bandwidth > 0 and opts.flop_rate > 0 and opts.alpha >= 0):
         parser.error("--bandwidth and --flop-rate must be > 0, --alpha >= 0")
     cfg = dict(vocab=opts.vocab, d_model=opts.d_model, heads=opts.heads, layers=opts.layers, batch=opts.batch,
-               seq=opts.seq, tp_sizes=[int(s) for s in opts.tp_sizes.split(",") if s.strip()])
+               seq=opts.seq, train_steps=opts.train_steps, lr=opts.lr, tp_sizes=[int(s) for s in opts.tp_sizes.split(",") if s.strip()])
 
     from minitorch_dist.runtime.env import detect_external
     job = detect_external()
