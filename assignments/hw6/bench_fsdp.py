@@ -183,7 +183,7 @@ def print_table(per_rank: list[dict], p: int) -> list[str]:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--world-sizes", type=int, nargs="+", default=[2, 4])
-    parser.add_argument("--steps", type=int, default=10, help="timed steps per version")
+    parser.add_argument("--steps", type=int, default=20, help="timed steps per version")
     parser.add_argument("--warmup", type=int, default=2, help="untimed steps per version, first")
     parser.add_argument("--memory-steps", type=int, default=2, help="tracked, untimed steps per version, last")
     parser.add_argument("--no-foreach", dest="foreach", action="store_false", help="AdamW(foreach=False) everywhere")

@@ -54,6 +54,9 @@ def test_table_arithmetic_on_made_up_passes(bench):
     assert lines[4] == "targets: NOT met at 1048576 bytes (1.25x)"
     # Group's 1 KB passes disagree by 4.5x, 1 MB by 4x: the noise report says so
     assert any(line.startswith("  Group: repeated passes disagree at 2 of 2 sizes") for line in lines), lines
+    # no target (mpi): the same numbers, no verdict
+    plain = bench.format_table("t", measured, targets=False)
+    assert plain[2].split()[4:6] == ["-", "no"] and plain[4] == "targets: none on this backend (the targets are gloo's)"
 
 
 def test_cold_start_lines_pair_each_run_with_torch_s_start_in_the_same_run(bench):
