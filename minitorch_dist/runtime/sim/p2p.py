@@ -2,6 +2,8 @@
 
 Matching: a message goes on the channel (group key, src, dst, tag); the k-th send
 on a channel meets the k-th receive, first in first out (MPI's non-overtaking rule).
+A channel's deques (scheduler.pending_sends / pending_recvs) are kept once made, even
+when empty: sendrecv.py's fast path holds them.
 
 Network (single port, full duplex): every rank has a send port and a receive port.
 A message of n bytes from a to b holds a's send port and b's receive port for
@@ -119,9 +121,7 @@ def post_send(backend, tensor: torch.Tensor, dst: int, tag: int, op: str) -> Sen
     key = (backend.key, src_w, dst_w, tag)
     recvs = sched.pending_recvs.get(key)
     if recvs:
-        recv = recvs.popleft()
-        if not recvs:
-            del sched.pending_recvs[key]
+        recv = recvs.popleft()       # an empty deque stays: sendrecv.py's channels hold it
         _transfer(sched, send, recv, src_w, dst_w)
         return send
     if eager:                                       # on its way now, into a copy
@@ -148,8 +148,6 @@ def post_recv(backend, buffer: torch.Tensor, src: int, tag: int, op: str) -> Rec
     sends = sched.pending_sends.get(key)
     if sends:
         send = sends.popleft()
-        if not sends:
-            del sched.pending_sends[key]
         if type(send) is tuple:                     # an eager message of sendrecv.py's fast path
             send = EagerCopy(*send)
         if send.eager:
