@@ -32,6 +32,7 @@ float32 rounding). A version that raises NotImplementedError is reported and ski
 from __future__ import annotations
 
 import argparse
+import gc
 import statistics
 import sys
 import time
@@ -75,6 +76,16 @@ def build(version: str, group, cfg: dict):
 
 
 def bench_rank(group, cfg: dict) -> dict:
+    """Rank code: measure() inside torch.distributed's default group over these ranks; every model
+    measure() built is freed before the group is destroyed (a torch DDP reducer freed after
+    destroy_process_group() can hang its rank: seen about 1 run in 25 with gradient_as_bucket_view=True)."""
+    with torch_default_group(group):
+        out = measure(group, cfg)
+        gc.collect()
+    return out
+
+
+def measure(group, cfg: dict) -> dict:
     """Rank code: {"times": {version: [seconds per step]}, "params": {version: flat params} (rank 0),
     "skipped": {version: message}}."""
     x_all, y_all = make_classification(n=cfg["batch"], d_in=cfg["d_in"], n_classes=cfg["d_out"], seed=0)
@@ -82,30 +93,29 @@ def bench_rank(group, cfg: dict) -> dict:
     x, y = x_all[mine], y_all[mine]                                  # (B/p, d_in), (B/p,)
     times: dict = {v: [] for v in cfg["versions"]}
     skipped: dict = {}
-    with torch_default_group(group):
-        runs = {}
-        for v in cfg["versions"]:
+    runs = {}
+    for v in cfg["versions"]:
+        try:
+            runs[v] = build(v, group, cfg)
+        except NotImplementedError as exc:
+            skipped[v] = str(exc).splitlines()[0] if str(exc) else f"{v}: NotImplementedError"
+    for step in range(cfg["warmup"] + cfg["steps"]):
+        for v in rotated([v for v in cfg["versions"] if v in runs], step):
+            wrapped, finish, opt = runs[v]
+            group.barrier()
+            start = time.perf_counter()
             try:
-                runs[v] = build(v, group, cfg)
+                opt.zero_grad(set_to_none=True)
+                F.cross_entropy(wrapped(x), y).backward()
+                finish()
             except NotImplementedError as exc:
                 skipped[v] = str(exc).splitlines()[0] if str(exc) else f"{v}: NotImplementedError"
-        for step in range(cfg["warmup"] + cfg["steps"]):
-            for v in rotated([v for v in cfg["versions"] if v in runs], step):
-                wrapped, finish, opt = runs[v]
-                group.barrier()
-                start = time.perf_counter()
-                try:
-                    opt.zero_grad(set_to_none=True)
-                    F.cross_entropy(wrapped(x), y).backward()
-                    finish()
-                except NotImplementedError as exc:
-                    skipped[v] = str(exc).splitlines()[0] if str(exc) else f"{v}: NotImplementedError"
-                    del runs[v]
-                    continue
-                opt.step()
-                if step >= cfg["warmup"]:
-                    times[v].append(time.perf_counter() - start)
-        group.barrier()
+                del runs[v]
+                continue
+            opt.step()
+            if step >= cfg["warmup"]:
+                times[v].append(time.perf_counter() - start)
+    group.barrier()
     params = {}
     if group.rank == 0:
         for v, (wrapped, _, _) in runs.items():

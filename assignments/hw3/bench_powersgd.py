@@ -22,6 +22,7 @@ all-reduce against PowerSGD: where compression wins (a slow link) and by how muc
 from __future__ import annotations
 
 import argparse
+import gc
 import statistics
 import time
 
@@ -75,41 +76,50 @@ class _CountAllReduce:
 
 
 def bench_rank(group, cfg: dict) -> dict:
+    """Rank code: measure() inside torch.distributed's default group over these ranks; every model
+    measure() built is freed before the group is destroyed (a torch DDP reducer freed after
+    destroy_process_group() can hang its rank: seen about 1 run in 25 with gradient_as_bucket_view=True)."""
+    with torch_default_group(group):
+        out = measure(group, cfg)
+        gc.collect()
+    return out
+
+
+def measure(group, cfg: dict) -> dict:
     from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook as ps
     x, y = _batch(cfg, group.rank)
     new = lambda: MLP(cfg["d_in"], cfg["d_hidden"], cfg["d_out"], cfg["depth"], seed=0)  # noqa: E731
     times = {"ours": [], "torch": []}
-    with torch_default_group(group):
-        theirs = torch.nn.parallel.DistributedDataParallel(new(), bucket_cap_mb=cfg["bucket_mb"])
-        theirs.register_comm_hook(ps.PowerSGDState(None, matrix_approximation_rank=cfg["rank"], start_powerSGD_iter=2,
-                                                   random_seed=0), ps.powerSGD_hook)
-        ours = HookedDDP(new(), group, bucket_size_mb=cfg["bucket_mb"])
-        ours.register_comm_hook(PowerSGDState(group, matrix_approximation_rank=cfg["rank"], start_powerSGD_iter=2,
-                                              random_seed=0), powersgd_hook)
-        runs = {"ours": (ours, ours.finish_gradient_synchronization), "torch": (theirs, lambda: None)}
-        opts = {k: torch.optim.SGD(m.parameters(), lr=0.01) for k, (m, _) in runs.items()}
-        def step(k):
-            model, finish = runs[k]
-            opts[k].zero_grad(set_to_none=True)
-            F.cross_entropy(model(x), y).backward()
-            finish()
-            opts[k].step()
-        for i in range(cfg["warmup"] + cfg["steps"]):               # timed: nothing but the step
-            for k in rotated(["torch", "ours"], i):
-                group.barrier()
-                start = time.perf_counter()
-                step(k)
-                if i >= cfg["warmup"]:
-                    times[k].append(time.perf_counter() - start)
-        group.barrier()
-        before = group.counters.op("all_reduce").tensor_bytes      # bytes: one more (compressed) step each
-        step("ours")
-        sent = {"ours": group.counters.op("all_reduce").tensor_bytes - before}
-        group.barrier()
-        with _CountAllReduce() as counted:
-            step("torch")
-        sent["torch"] = counted.bytes
-        group.barrier()
+    theirs = torch.nn.parallel.DistributedDataParallel(new(), bucket_cap_mb=cfg["bucket_mb"])
+    theirs.register_comm_hook(ps.PowerSGDState(None, matrix_approximation_rank=cfg["rank"], start_powerSGD_iter=2,
+                                               random_seed=0), ps.powerSGD_hook)
+    ours = HookedDDP(new(), group, bucket_size_mb=cfg["bucket_mb"])
+    ours.register_comm_hook(PowerSGDState(group, matrix_approximation_rank=cfg["rank"], start_powerSGD_iter=2,
+                                          random_seed=0), powersgd_hook)
+    runs = {"ours": (ours, ours.finish_gradient_synchronization), "torch": (theirs, lambda: None)}
+    opts = {k: torch.optim.SGD(m.parameters(), lr=0.01) for k, (m, _) in runs.items()}
+    def step(k):
+        model, finish = runs[k]
+        opts[k].zero_grad(set_to_none=True)
+        F.cross_entropy(model(x), y).backward()
+        finish()
+        opts[k].step()
+    for i in range(cfg["warmup"] + cfg["steps"]):               # timed: nothing but the step
+        for k in rotated(["torch", "ours"], i):
+            group.barrier()
+            start = time.perf_counter()
+            step(k)
+            if i >= cfg["warmup"]:
+                times[k].append(time.perf_counter() - start)
+    group.barrier()
+    before = group.counters.op("all_reduce").tensor_bytes      # bytes: one more (compressed) step each
+    step("ours")
+    sent = {"ours": group.counters.op("all_reduce").tensor_bytes - before}
+    group.barrier()
+    with _CountAllReduce() as counted:
+        step("torch")
+    sent["torch"] = counted.bytes
+    group.barrier()
     diff = max_abs_diff(runs["ours"][0].module, runs["torch"][0].module)
     return {"times": times, "sent": sent, "diff": diff, "threads": torch.get_num_threads()}
 

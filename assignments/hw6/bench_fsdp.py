@@ -31,6 +31,7 @@ torch's. A version that raises NotImplementedError (a stub) is reported and skip
 from __future__ import annotations
 
 import argparse
+import gc
 import statistics
 import sys
 import time
@@ -99,6 +100,16 @@ def one_step(model, opt, x, y, tracker=None) -> None:
 
 
 def bench_rank(group, cfg: dict) -> dict:
+    """Rank code: measure() inside torch.distributed's default group over these ranks; every model
+    measure() built is freed before the group is destroyed (a torch DDP reducer freed after
+    destroy_process_group() can hang its rank: seen about 1 run in 25 with gradient_as_bucket_view=True)."""
+    with torch_default_group(group):
+        out = measure(group, cfg)
+        gc.collect()
+    return out
+
+
+def measure(group, cfg: dict) -> dict:
     """Rank code: {"times": {version: [s]}, "peak": {version: bytes}, "params": {version: [tensors]} (rank 0),
     "skipped": {version: message}, "threads": int}."""
     gen = torch.Generator().manual_seed(1)
@@ -106,42 +117,41 @@ def bench_rank(group, cfg: dict) -> dict:
     rows = slice(group.rank * cfg["batch"] // group.size, (group.rank + 1) * cfg["batch"] // group.size)
     x, y = idx[rows, :-1], idx[rows, 1:]
     out = {"times": {}, "peak": {}, "params": {}, "skipped": {}, "threads": torch.get_num_threads()}
-    with torch_default_group(group):
-        runs = {}
-        for version in VERSIONS:
-            try:
-                runs[version] = build(version, group, cfg)
-            except NotImplementedError as exc:
-                out["skipped"][version] = str(exc)
-                continue
-            except Exception as exc:  # noqa: BLE001 - e.g. FSDP2 refusing this platform: say why
-                out["skipped"][version] = f"{type(exc).__name__}: {exc}"
-                continue
-            out["times"][version] = []
-        for step in range(cfg["warmup"] + cfg["steps"]):          # timed: nothing but the step
-            for version in rotated(list(runs), step):
-                model, opt = runs[version]
-                group.barrier()
-                start = time.perf_counter()
-                one_step(model, opt, x, y)
-                took = torch.tensor([time.perf_counter() - start])
-                group.all_reduce(took, "max")
-                if step >= cfg["warmup"]:
-                    out["times"][version].append(float(took))
-        for version, (model, opt) in runs.items():                  # memory: tracked, not timed
-            tracker = MemoryTracker(model, opt)
-            for _ in range(cfg["memory_steps"]):
-                one_step(model, opt, x, y, tracker)
-            out["peak"][version] = sum(tracker.peak[k] for k in COUNTED)
-            tracker.close()
-        for version, (model, _) in runs.items():                     # results: the final parameters
-            try:
-                full = full_parameters(version, model)
-            except NotImplementedError as exc:
-                full = f"not compared: {str(exc).splitlines()[0] if str(exc) else 'NotImplementedError'}"
-            if group.rank == 0:
-                out["params"][version] = full
-        dist.barrier()
+    runs = {}
+    for version in VERSIONS:
+        try:
+            runs[version] = build(version, group, cfg)
+        except NotImplementedError as exc:
+            out["skipped"][version] = str(exc)
+            continue
+        except Exception as exc:  # noqa: BLE001 - e.g. FSDP2 refusing this platform: say why
+            out["skipped"][version] = f"{type(exc).__name__}: {exc}"
+            continue
+        out["times"][version] = []
+    for step in range(cfg["warmup"] + cfg["steps"]):          # timed: nothing but the step
+        for version in rotated(list(runs), step):
+            model, opt = runs[version]
+            group.barrier()
+            start = time.perf_counter()
+            one_step(model, opt, x, y)
+            took = torch.tensor([time.perf_counter() - start])
+            group.all_reduce(took, "max")
+            if step >= cfg["warmup"]:
+                out["times"][version].append(float(took))
+    for version, (model, opt) in runs.items():                  # memory: tracked, not timed
+        tracker = MemoryTracker(model, opt)
+        for _ in range(cfg["memory_steps"]):
+            one_step(model, opt, x, y, tracker)
+        out["peak"][version] = sum(tracker.peak[k] for k in COUNTED)
+        tracker.close()
+    for version, (model, _) in runs.items():                     # results: the final parameters
+        try:
+            full = full_parameters(version, model)
+        except NotImplementedError as exc:
+            full = f"not compared: {str(exc).splitlines()[0] if str(exc) else 'NotImplementedError'}"
+        if group.rank == 0:
+            out["params"][version] = full
+    dist.barrier()
     return out
 
 
