@@ -12,7 +12,8 @@
 2. warm dispatch of a function to 4 running ranks (median);
 3. the small-message table: one-way time of a ping-pong between 2 ranks at 1 KB, 64 KB,
    1 MB and 16 MB, Group on gloo vs raw torch.distributed send/recv and Group on mpi vs
-   raw mpi4py Send/Recv, in the same processes (same threads); in each of several passes every
+   raw mpi4py Send/Recv, in the same processes (same threads), each side's payload checked first
+   (a known pattern there and back at every size); in each of several passes every
    size is timed with Group and with the raw backend back to back (who goes first alternates by
    pass); the table gives each column's median over the passes and Group/raw as the median of the
    per-pass ratios with their quartiles and range, then the noise report
@@ -152,12 +153,29 @@ def _one_way(send, recv, rank: int, buf: torch.Tensor, reps: int) -> float:
     return (time.perf_counter() - t) / (2 * reps)
 
 
-def one_way_passes(ours, raw, rank: int, sizes, passes: int, reps) -> dict[str, list[dict[int, float]]]:
-    """{"ours": [{size: one-way seconds}] per pass, "raw": ...}. Within a pass each size is timed
-    with Group and with the raw backend back to back (who goes first alternates by pass), so both
-    see the same machine load; reps(n) round trips per measurement (after one warm-up round trip)."""
+def _round_trip_ok(send, recv, rank: int, n: int) -> bool:
+    """Rank 0 sends a known pattern of n bytes, rank 1 sends back what it got: did it come back whole?"""
+    pattern = (torch.arange(n) % 251).to(torch.uint8)
+    buf = pattern.clone() if rank == 0 else torch.zeros(n, dtype=torch.uint8)
+    if rank == 0:
+        send(buf, 1)
+        buf.zero_()
+        recv(buf, 1)
+    else:
+        recv(buf, 0)
+        send(buf, 0)
+    return torch.equal(buf, pattern)
+
+
+def one_way_passes(ours, raw, rank: int, sizes, passes: int, reps) -> dict:
+    """{"ours": [{size: one-way seconds}] per pass, "raw": ..., "checked": {"ours": bool, "raw": bool}}.
+    First each side carries a known pattern there and back at every size (checked). Within a pass
+    each size is timed with Group and with the raw backend back to back (who goes first alternates
+    by pass), so both see the same machine load; reps(n) round trips per measurement (after one
+    warm-up round trip)."""
     out = {"ours": [], "raw": []}
     sides = {"ours": ours, "raw": raw}
+    checked = {name: all([_round_trip_ok(*sides[name], rank, n) for n in sizes]) for name in sides}
     for k in range(passes):
         timed = {"ours": {}, "raw": {}}
         for n in sizes:
@@ -168,7 +186,7 @@ def one_way_passes(ours, raw, rank: int, sizes, passes: int, reps) -> dict[str, 
                 timed[name][n] = _one_way(send, recv, rank, buf, reps(n))
         for name in out:
             out[name].append(timed[name])
-    return out
+    return {**out, "checked": checked}
 
 
 SMALL, SMALL_TARGET, LARGE_TARGET = 1 << 16, 2.0, 1.10     # <= 64 KB: 2.0x; above: 1.10x
@@ -207,6 +225,10 @@ def format_table(title: str, measured, targets: bool = True) -> list[str]:
                           "passes") for line in noise]
     lines.append("targets: " + ("none on this backend (the targets are gloo's)" if not targets else
                                 "all met" if not missed else "NOT met at " + ", ".join(missed)))
+    checked = measured.get("checked")
+    if checked is not None:
+        lines.append("payload (a known pattern there and back at every size): " +
+                     ", ".join(f"{'Group' if k == 'ours' else 'raw'} {'ok' if v else 'NOT OK'}" for k, v in checked.items()))
     lines.append(f"median of {len(measured['ours'])} paired passes; {load_line()}; noise: "
                  + ("none found" if not noise else ""))
     return lines + noise
