@@ -29,6 +29,15 @@ def notebook_env(base: dict) -> dict:
     return env
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _shared_grading_sessions():
+    """Close the grading sessions a module's tests shared (tests/kit/submissions.shared_session) after
+    the module: the next module's checks of leftover child processes see none of their zygotes."""
+    from tests.kit.submissions import close_sessions
+    yield
+    close_sessions()
+
+
 @pytest.fixture(scope="module")
 def reference():
     """A kit copy with every reference file laid over the stubs (deleted after the module)."""

@@ -8,6 +8,7 @@
 import os
 import re
 import zipfile
+from collections import OrderedDict
 
 from autograder.grade import grade
 from tools.overlay import ROOT, homework_manifest
@@ -62,11 +63,43 @@ def by_name(results):
     return out
 
 
-def run(submission, homework="hw1", **kw):
-    """grade() quietly, without writing results.json; homework 1 against the fixture suite."""
+# -- grading sessions shared between tests --------------------------------------------------------
+# Setting a session up (the grader's kit copy, a zygote per job importing torch, collecting the tests)
+# and closing it costs about 7 s on 2 cores, more than most of the gradings below. Tests that grade
+# with the same options share one open session, as the mutation suite and autograder.batch do for
+# their submissions; each grade() still gets a fresh student copy, a fresh input secret, every
+# sandbox process killed and its files removed, so what a test checks after a grading holds.
+MAX_OPEN_SESSIONS = 3          # each holds zygotes (about 300 MB each): the least recently used closes
+_open: "OrderedDict[tuple, object]" = OrderedDict()
+
+
+def shared_session(homework: str, **options):
+    """An open GradingSession of `homework` with `options` (quiet), shared by every test asking the same."""
+    from autograder.session import GradingSession
+    key = (homework, repr(sorted(options.items())))
+    session = _open.pop(key, None)
+    if session is None:
+        while len(_open) >= MAX_OPEN_SESSIONS:
+            _open.popitem(last=False)[1].close()
+        session = GradingSession(homework, quiet=True, **options)
+    _open[key] = session
+    return session
+
+
+def close_sessions() -> None:
+    """Close every shared session (the end of the test session)."""
+    while _open:
+        _open.popitem(last=False)[1].close()
+
+
+def run(submission, homework="hw1", *, out=None, only=None, fresh=False, **options):
+    """Grade quietly (results.json written only to `out`); homework 1 against the fixture suite.
+
+    The grading runs in a shared session (shared_session) unless `fresh`: then grade() makes and
+    closes its own, for tests that check what outlives a whole grading (marked_env), and always
+    without the zygote (zygote=False)."""
     if homework == "hw1":
-        kw.setdefault("suites", SUITE)
-    kw.setdefault("out", None)
-    return grade(homework, submission, quiet=True, **kw)
-
-
+        options.setdefault("suites", SUITE)
+    if fresh or options.get("zygote") is False:
+        return grade(homework, submission, out=out, only=only, quiet=True, **options)
+    return shared_session(homework, **options).grade(submission, out=out, only=only, show=False)
