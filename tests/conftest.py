@@ -44,8 +44,17 @@ def no_leftover_processes():
     assert live_children() == [], f"processes left behind: {live_children()}"
 
 
+QUICK_EXCLUDES = ("slow", "notebook", "gpu")
+
+
 def pytest_collection_modifyitems(config, items):
-    """Tests marked gpu skip, with the reason, where torch has no CUDA GPU (CI, laptops)."""
+    """The quick tier: every test not marked slow, notebook or gpu is also marked quick
+    (`pytest -m quick`, the edit loop: every fast unit and a small real-process test of each
+    subsystem, about 2 minutes on 2 cores). Tests marked gpu skip, with the reason, where torch
+    has no CUDA GPU (CI, laptops)."""
+    for item in items:
+        if not any(item.get_closest_marker(name) for name in QUICK_EXCLUDES):
+            item.add_marker(pytest.mark.quick)
     from minitorch_dist.runtime.devices import no_gpu_reason
     reason = no_gpu_reason()
     if reason is None:

@@ -32,6 +32,7 @@ def marked_env(monkeypatch):
     assert isolate.carriers(mark, "AUTOGRADER_TEST_MARK") == [], "processes outlived the grading"
 
 
+@pytest.mark.slow
 def test_solutions_score_full_marks_twice_from_the_cli(tmp_path, marked_env):
     scores = []
     for i in range(2):
@@ -63,6 +64,7 @@ def test_stubs_score_zero_with_not_implemented_feedback():
     assert "Traceback" not in tests["test_ring_sum"]["output"]
 
 
+@pytest.mark.slow
 def test_a_syntax_error_in_one_file_zeroes_only_its_tasks(tmp_path):
     broken = lambda text: text.replace("def broadcast(", "def broadcast(:", 1)  # noqa: E731
     sub = make_submission(tmp_path / "sub", {"tree.py": broken})
@@ -76,6 +78,7 @@ def test_a_syntax_error_in_one_file_zeroes_only_its_tasks(tmp_path):
     assert tests["test_naive_sum"]["score"] == 1 and tests["test_ring_sum"]["score"] == 2
 
 
+@pytest.mark.slow
 def test_a_zip_missing_a_file_and_zips_flat_or_nested(tmp_path):
     flat = zip_folder(make_submission(tmp_path / "flat", drop=("tree.py",)), tmp_path / "flat.zip")
     tests = by_name(run(flat))
@@ -88,6 +91,7 @@ def test_a_zip_missing_a_file_and_zips_flat_or_nested(tmp_path):
     assert by_name(results)["check"]["output"].count(" ok ") == 4
 
 
+@pytest.mark.slow
 def test_not_a_submission_scores_zero_without_a_crash(tmp_path):
     bad = tmp_path / "garbage.zip"
     bad.write_bytes(b"this is not a zip")
@@ -96,6 +100,7 @@ def test_not_a_submission_scores_zero_without_a_crash(tmp_path):
     assert "could not read the submission" in results["tests"][0]["output"]
 
 
+@pytest.mark.slow
 def test_a_deadlocking_ring_gets_the_wait_for_report_and_the_rest_is_graded(tmp_path, marked_env):
     recv_first = insert_after_marker("1.7", "group.recv(torch.empty(1), (group.rank - 1) % group.size)")
     sub = make_submission(tmp_path / "sub", {"all_reduce.py": recv_first})
@@ -108,6 +113,7 @@ def test_a_deadlocking_ring_gets_the_wait_for_report_and_the_rest_is_graded(tmp_
     assert tests["test_naive_sum"]["score"] == 1 and tests["test_broadcast"]["score"] == 1
 
 
+@pytest.mark.slow
 def test_an_infinite_loop_is_killed_at_the_limit_and_leaves_no_process(tmp_path, marked_env):
     spin = insert_after_marker("1.4", "while True:\n    pass")
     sub = make_submission(tmp_path / "sub", {"all_reduce.py": spin})
@@ -119,6 +125,7 @@ def test_an_infinite_loop_is_killed_at_the_limit_and_leaves_no_process(tmp_path,
     assert results["extra_data"]["swept_at_end"] == 0      # the per-test kill got everything
 
 
+@pytest.mark.slow
 def test_os_exit_in_a_rank_fails_only_that_test(tmp_path, marked_env):
     exit_rank = insert_after_marker("1.4", "if group.rank == 1:\n    import os\n    os._exit(0)")
     sub = make_submission(tmp_path / "sub", {"all_reduce.py": exit_rank})
@@ -140,6 +147,7 @@ _os._exit(0)
 '''
 
 
+@pytest.mark.slow
 def test_os_exit_and_fake_json_at_import_score_zero(tmp_path):
     """The code runs at import in the ranks only (the test process has the stubs): every rank exits."""
     sub = make_submission(tmp_path / "sub", {"all_reduce.py": lambda text: text + CHEAT})
@@ -149,6 +157,7 @@ def test_os_exit_and_fake_json_at_import_score_zero(tmp_path):
     assert "exited with code 0" in naive["output"], naive["output"]
 
 
+@pytest.mark.slow
 def test_only_that_matches_no_test_is_an_error_not_zero_of_zero():
     with pytest.raises(ValueError, match="matches none of the 3 tests; their names look like 'HW1 "):
         run("solutions", only="no such test")
@@ -169,6 +178,7 @@ def test_feedback_names_the_stub_through_a_rank_error():
         assert short_message(exc).startswith("AssertionError: rank 3: got 1, expected 2")
 
 
+@pytest.mark.slow
 def test_the_subprocess_runner_grades_too(tmp_path, marked_env):
     results = run("solutions", zygote=False, only="1.4")
     assert results["score"] == 1 and results["extra_data"]["runner"] == "subprocess"
@@ -240,6 +250,7 @@ def test_real_suites_solutions_full_marks_on_cuda(marked_env, hw):
 
 
 @pytest.mark.mpi
+@pytest.mark.slow
 def test_an_infinite_loop_under_mpiexec_is_killed_too(tmp_path, marked_env):
     suite = [("tests/kit/fixtures/suite/suite_mpi.py", "after_published")]
     assert run("solutions", suites=suite, fresh=True)["score"] == 1

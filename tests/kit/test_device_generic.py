@@ -100,10 +100,12 @@ def test_the_guard_passes_what_a_gpu_accepts_and_a_moved_copy_leaves_the_cached_
 
 
 # -- the references under the guard, and planted stray allocations --------------------------------------
+@pytest.mark.slow
 def test_every_reference_allocates_on_group_device(reference):
     assert probe(reference, *HOMEWORKS) == {hw: None for hw in HOMEWORKS}
 
 
+@pytest.mark.slow
 def test_a_planted_stray_allocation_fails_in_every_homework(reference):
     saved = {}
     try:

@@ -34,6 +34,7 @@ def _grade(tmp_path, *flags):
 
 
 @needs_no_gpu
+@pytest.mark.slow
 def test_a_gpu_test_on_a_cpu_grading_is_not_run_and_weighs_nothing(tmp_path):
     proc, results = _grade(tmp_path)                       # --device auto: cpu here
     assert proc.returncode == 0, proc.stderr

@@ -52,6 +52,7 @@ def test_files_are_short_and_public_ones_need_no_hidden_code(hw):
             assert "from autograder" not in text and "import autograder" not in text, f"{rel} imports hidden code"
 
 
+@pytest.mark.slow
 def test_harness_imports_by_full_name_from_the_kit_root(tmp_path):
     """Rank functions are pickled by reference: every harness module (not the test files) imports by
     its full name from the kit root alone, and no suite file puts folders on sys.path."""
@@ -71,6 +72,7 @@ def test_harness_imports_by_full_name_from_the_kit_root(tmp_path):
 
 
 @pytest.mark.parametrize("hw", HOMEWORKS)
+@pytest.mark.slow
 def test_every_test_function_is_a_graded_unit(collected, hw):
     """Collected as the grader does (its plugin, autograder.collect): each case has points and a task of the
     homework, and each suite (public, hidden) has tests of every task."""

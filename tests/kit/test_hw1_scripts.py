@@ -25,6 +25,7 @@ def _bench_module():
     return module
 
 
+@pytest.mark.slow
 def test_bench_on_the_reference_times_every_algorithm_against_native(reference):
     code, out = run_in(reference, sys.executable, BENCH, "--sizes", "1K,64K", "--repeats", "2", timeout=180)
     assert code == 0, out[-3000:]

@@ -30,6 +30,7 @@ def eval_losses(out: str) -> tuple[float, float]:
 
 
 # -- bench_ddp.py --------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_bench_ddp_on_the_reference_prints_every_version_against_torch_ddp(reference):
     code, out = run_in(reference, sys.executable, BENCH, *TINY_BENCH, timeout=120)
     assert code == 0, out[-3000:]
@@ -43,6 +44,7 @@ def test_bench_ddp_on_the_reference_prints_every_version_against_torch_ddp(refer
                      out), out[-3000:]
 
 
+@pytest.mark.slow
 def test_bench_ddp_on_the_stubs_skips_the_versions_to_implement(stubs):
     code, out = run_in(stubs, sys.executable, BENCH, *TINY_BENCH, timeout=120)
     assert code == 0, out[-3000:]
@@ -85,6 +87,7 @@ def stub_runs(stubs):
 
 
 @pytest.mark.parametrize("algo", list(TASKS))
+@pytest.mark.slow
 def test_train_on_the_reference_lowers_the_loss(trained, algo):
     code, out = trained[algo]
     assert code == 0, out[-3000:]
@@ -106,6 +109,7 @@ def test_train_on_the_reference_lowers_the_loss(trained, algo):
     assert re.search(r"wall time [0-9.]+ s", out)
 
 
+@pytest.mark.slow
 def test_train_transformer_on_sim(reference):
     code, out = run_in(reference, sys.executable, TRAIN, "--algo", "bucketed", "--model", "transformer",
                        "--backend", "sim", "-n", "2", "--steps", "8", "--log-every", "4", timeout=120)
@@ -116,6 +120,7 @@ def test_train_transformer_on_sim(reference):
 
 
 @pytest.mark.parametrize("algo", list(TASKS))
+@pytest.mark.slow
 def test_train_on_the_stubs_names_the_task_in_one_line(stub_runs, algo):
     code, out = stub_runs[algo]
     assert code == 1, out[-3000:]
@@ -129,6 +134,7 @@ def test_train_on_the_stubs_names_the_task_in_one_line(stub_runs, algo):
 
 @pytest.mark.mpi
 @pytest.mark.skipif(find_mpirun() is None, reason="no mpirun next to this Python or on PATH")
+@pytest.mark.slow
 def test_train_under_mpirun(reference):
     pytest.importorskip("mpi4py")
     code, out = run_in(reference, find_mpirun(), "-n", "2", sys.executable, TRAIN, "--algo", "overlap", "--steps", "12",

@@ -10,6 +10,8 @@ from __future__ import annotations
 import re
 import sys
 
+import pytest
+
 from minitorch_dist.models import MLP
 from tests.kit.conftest import run_in
 
@@ -28,6 +30,7 @@ def formula_bytes(rank: int = 2) -> int:
     return 4 * total
 
 
+@pytest.mark.slow
 def test_bench_powersgd_on_the_reference(reference):
     code, out = run_in(reference, sys.executable, BENCH, *TINY, timeout=300)
     assert code == 0, out[-3000:]
@@ -40,6 +43,7 @@ def test_bench_powersgd_on_the_reference(reference):
     assert sim and float(sim.group(1)) > float(sim.group(2)), out
 
 
+@pytest.mark.slow
 def test_bench_powersgd_on_the_stubs_names_the_task(stubs):
     code, out = run_in(stubs, sys.executable, BENCH, *TINY, timeout=300)
     assert code != 0 and "is not implemented yet" in out and "nothing to measure yet" in out, out[-3000:]

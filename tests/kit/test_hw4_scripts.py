@@ -75,6 +75,7 @@ def check_sim_rows(out: str) -> None:
     assert re.search(rf"^fastest: TP={best} ", out, re.M), out
 
 
+@pytest.mark.slow
 def test_bench_tp_on_the_reference_prints_the_formulas_numbers(reference):
     code, out = run_in(reference, sys.executable, BENCH, "--world-sizes", "2,4", *TINY)
     assert code == 0, out[-3000:]
@@ -85,6 +86,7 @@ def test_bench_tp_on_the_reference_prints_the_formulas_numbers(reference):
     assert "counters equal the formula: yes; sim step time equals the formula: yes" in out, out
 
 
+@pytest.mark.slow
 def test_bench_tp_on_the_stubs_names_the_task_in_one_line(stubs):
     code, out = run_in(stubs, sys.executable, BENCH, "--world-sizes", "2", *TINY)
     assert code == 1, out[-3000:]
@@ -95,6 +97,7 @@ def test_bench_tp_on_the_stubs_names_the_task_in_one_line(stubs):
     assert "Traceback" not in out and "Counters of one" not in out, out[-3000:]
 
 
+@pytest.mark.slow
 def test_bench_tp_rejects_a_tp_size_that_does_not_divide_the_model(reference):
     code, out = run_in(reference, sys.executable, BENCH, "--world-sizes", "3", *TINY)
     assert code == 2 and "TP size 3 must divide --vocab 16, --d-model 16, --heads 4" in out, out[-3000:]
@@ -104,6 +107,7 @@ def test_bench_tp_rejects_a_tp_size_that_does_not_divide_the_model(reference):
 
 @pytest.mark.mpi
 @pytest.mark.skipif(find_mpirun() is None, reason="no mpirun next to this Python or on PATH")
+@pytest.mark.slow
 def test_bench_tp_under_mpirun(reference):
     pytest.importorskip("mpi4py")
     code, out = run_in(reference, find_mpirun(), "-n", "2", sys.executable, BENCH, *TINY)

@@ -25,6 +25,7 @@ INTERLEAVED_ROW = re.compile(r"^\s*(\d+)\s+(\d+)\s+([0-9.]+)\s+([0-9.]+)\s+([0-9
 SIM_ROW = re.compile(r"^\s*(\d+)\s+(\d+)\s+([0-9.]+)\s+([0-9.]+)\s+([0-9.]+)\s+([0-9.]+)$", re.M)
 
 
+@pytest.mark.slow
 def test_bench_pipeline_on_the_reference(reference):
     code, out = run_in(reference, sys.executable, BENCH, *TINY, timeout=300)
     assert code == 0, out[-3000:]
@@ -49,6 +50,7 @@ def test_bench_pipeline_on_the_reference(reference):
     assert "sim step times equal (m+p-1)(t_f+t_b) (interleaved: (mv+p-1)(t_f+t_b)/v): yes" in out and "ours / torch step time: worst" in out, out
 
 
+@pytest.mark.slow
 def test_bench_pipeline_on_the_stubs_names_the_task_in_one_line(stubs):
     code, out = run_in(stubs, sys.executable, BENCH, *TINY, timeout=300)
     assert code == 1, out[-3000:]
@@ -68,6 +70,7 @@ def check_training(out: str, schedule: str, p: int, m: int) -> None:
 
 
 @pytest.mark.parametrize("schedule", ["1f1b", "sched_gpipe"])
+@pytest.mark.slow
 def test_train_pipeline_on_the_reference(reference, schedule):
     code, out = run_in(reference, sys.executable, TRAIN, "-n", "3", "--schedule", schedule, "--checkpoint",
                        "--steps", "3", "--batch", "8", "--microbatches", "4", timeout=300)
@@ -75,6 +78,7 @@ def test_train_pipeline_on_the_reference(reference, schedule):
     check_training(out, schedule, 3, 4)
 
 
+@pytest.mark.slow
 def test_train_pipeline_on_the_stubs_names_the_task(stubs):
     code, out = run_in(stubs, sys.executable, TRAIN, "-n", "2", "--steps", "1", timeout=300)
     assert code == 1 and "Traceback" not in out, out[-3000:]
@@ -84,6 +88,7 @@ def test_train_pipeline_on_the_stubs_names_the_task(stubs):
 
 @pytest.mark.mpi
 @pytest.mark.skipif(find_mpirun() is None, reason="no mpirun next to this Python or on PATH")
+@pytest.mark.slow
 def test_train_pipeline_under_mpirun(reference):
     pytest.importorskip("mpi4py")
     code, out = run_in(reference, find_mpirun(), "-n", "2", sys.executable, TRAIN, "--schedule", "gpipe",

@@ -9,6 +9,8 @@ import os
 import re
 import sys
 
+import pytest
+
 from tests.kit.conftest import run_in
 
 BENCH = os.path.join("assignments", "hw6", "bench_fsdp.py")
@@ -17,6 +19,7 @@ TINY = ["--world-sizes", "2", "--steps", "1", "--warmup", "1", "--d-model", "16"
 ROW = r"^\s*2\s+{label}\s+([0-9.]+)\s+([0-9.na]+)\s+([0-9.]+)\s+([0-9.na]+)\s*$"
 
 
+@pytest.mark.slow
 def test_bench_fsdp_on_the_reference_compares_with_torch_fsdp2_and_zero(reference):
     code, out = run_in(reference, sys.executable, BENCH, *TINY, timeout=300)
     assert code == 0, out[-3000:]
@@ -34,6 +37,7 @@ def test_bench_fsdp_on_the_reference_compares_with_torch_fsdp2_and_zero(referenc
     assert re.search(r"^targets \(time <= 1\.3x, memory <= torch's\): (all met|missed by .+)$", out, re.M), out
 
 
+@pytest.mark.slow
 def test_bench_fsdp_on_the_stubs_skips_what_is_not_written(stubs):
     code, out = run_in(stubs, sys.executable, BENCH, *TINY, timeout=300)
     assert code == 0, out[-3000:]

@@ -38,6 +38,7 @@ def test_submit_runs_the_public_tests_and_zips_the_editable_files(reference, tmp
     assert sorted(apply(str(out), str(kit), editable).overlaid) == sorted(editable)   # what the grader takes
 
 
+@pytest.mark.slow
 def test_submit_on_the_stubs_names_every_unfinished_task(stubs, tmp_path):
     out = tmp_path / "hw1.zip"
     code, text = run_in(stubs, sys.executable, "-m", "minitorch_dist.submit", "hw1", "--skip-tests", "--out", str(out))

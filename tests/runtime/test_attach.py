@@ -31,10 +31,12 @@ def test_a_tutorial_program_gets_a_group_uses_it_closes_it_and_opens_another():
     assert sorted(lines) == [f"rank {r} ok ok" for r in range(3)]
 
 
+@pytest.mark.slow
 def test_launch_refuses_inside_a_torch_distributed_job_before_world_group():
     assert sorted(_run("refuse")) == ["rank 0 refuse ok", "rank 1 refuse ok"]
 
 
+@pytest.mark.slow
 def test_a_deadlock_on_an_attached_group_reports_both_ranks_blocked():
     lines = _run("deadlock")
     assert len(lines) == 2 and all(" deadlock ok " in line for line in lines)
@@ -42,6 +44,7 @@ def test_a_deadlock_on_an_attached_group_reports_both_ranks_blocked():
         assert line.count("recv(") >= 2 or ("rank 0" in line and "rank 1" in line), line
 
 
+@pytest.mark.slow
 def test_a_rank_cut_off_by_its_peers_deadline_reports_the_deadlock_not_a_broken_connection():
     lines = sorted(_run("deadlock_cut"))
     assert len(lines) == 2 and all(" deadlock ok " in line for line in lines), lines
@@ -50,6 +53,7 @@ def test_a_rank_cut_off_by_its_peers_deadline_reports_the_deadlock_not_a_broken_
     assert all("wait-for cycle: 0 -> 1 -> 0" in line for line in lines)
 
 
+@pytest.mark.slow
 def test_a_closed_group_shows_as_finished_in_its_peers_report():
     lines = _run("closed")
     assert len(lines) == 1 and lines[0].startswith("rank 0 closed ok")

@@ -32,6 +32,7 @@ def _has_mpi() -> bool:
 @pytest.mark.mpi
 @pytest.mark.skipif(not _has_mpi(), reason="needs mpi4py and mpiexec (pip install mpi4py mpich)")
 @pytest.mark.parametrize("world_size", [2, 3])
+@pytest.mark.slow
 def test_every_op_mpi_pool(world_size):
     try:
         results = launch(exercise, world_size, backend="mpi")

@@ -55,6 +55,7 @@ def not_plain(group):
 
 
 @pytest.mark.parametrize("backend", ["gloo", "sim", pytest.param("mpi", marks=pytest.mark.mpi)])
+@pytest.mark.slow
 def test_the_host_starts_the_ranks_and_results_come_back(host, backend, capfd):
     res = launch(who_am_i, 3, args=(7,), backend=backend)
     assert [r["k"] for r in res] == [7, 7, 7] and all(torch.equal(r["x"], torch.full((3,), 3.0)) for r in res)

@@ -26,6 +26,7 @@ def _one_message(group):
 
 @pytest.mark.parametrize("backend", ["gloo", pytest.param("mpi", marks=[
     pytest.mark.mpi, pytest.mark.skipif(MPIRUN is None, reason="no mpirun")])])
+@pytest.mark.slow
 def test_a_stray_send_does_not_reach_the_next_run(backend, no_leftover_processes):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

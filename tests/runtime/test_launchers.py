@@ -76,6 +76,7 @@ def test_plain_script():
 
 
 @pytest.mark.parametrize("p", [1, 3])
+@pytest.mark.slow
 def test_minitorch_dist_run(p):
     out = _run([sys.executable, "-m", "minitorch_dist.run", "-n", str(p), SCRIPT], env=_env())
     assert out.returncode == 0, out.stderr
@@ -85,6 +86,7 @@ def test_minitorch_dist_run(p):
     assert len({r["pid"] for r in res["results"]}) == p
 
 
+@pytest.mark.slow
 def test_minitorch_dist_run_failure_stops_everyone():
     start = time.monotonic()
     out = _run([sys.executable, "-m", "minitorch_dist.run", "-n", "3", SCRIPT, "--fail-rank", "1",
@@ -133,6 +135,7 @@ def _free_port():
     return free_port()
 
 
+@pytest.mark.slow
 def test_two_jobs_at_once_do_not_collide():
     procs = [subprocess.Popen([sys.executable, SCRIPT, "-n", "2", "--sleep", "0.5"], env=_env(),
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
@@ -191,6 +194,7 @@ def _kill_kids(pids) -> None:
             pass
 
 
+@pytest.mark.slow
 def test_spawn_start_method():
     out = _run([sys.executable, SCRIPT, "-n", "2"], env=_env(MINITORCH_DIST_START="spawn"), timeout=180)
     assert out.returncode == 0, out.stderr

@@ -180,6 +180,7 @@ def test_import_does_not_initialise_mpi():
 
 @needs_mpirun
 @pytest.mark.parametrize("world_size", [1, 2, 3, 5, 8])   # 1, powers of two, odd sizes; 4, 6 and 7 cost CI ~45 s more
+@pytest.mark.slow
 def test_every_op(world_size):
     job = run_job("ops.py", world_size)
     assert job.returncode == 0, job.describe()
@@ -211,6 +212,7 @@ def test_every_op(world_size):
 # -- failures ------------------------------------------------------------------------------
 
 @needs_mpirun
+@pytest.mark.slow
 def test_deadlock_ends_the_job_with_a_report():
     job = run_job("faults.py", 2, "deadlock", timeout=90)
     assert job.returncode != 0, job.describe()
@@ -260,6 +262,7 @@ def test_mismatched_recv_names_both_ranks_and_shapes():
 # -- direct messages (transports/mpi_p2p.py) -----------------------------------------------
 
 @needs_mpirun
+@pytest.mark.slow
 def test_direct_messages_mismatches_buffering_progress_and_close():
     """mpi_scripts/p2p.py: every inline/payload mix of a wrong-size receive is a clear error that
     frees its sender and leaves the tag usable; inline sends are buffered; a dropped isend is

@@ -50,6 +50,7 @@ def launch_with_markers(backend: str, p: int = 3):
 
 
 @pytest.mark.parametrize("backend", ["gloo", pytest.param("mpi", marks=pytest.mark.mpi)])
+@pytest.mark.slow
 def test_each_rank_process_receives_only_its_own_element(backend):
     shutdown()
     launch(nothing, 3, backend=backend)        # warm ranks started before the elements exist
