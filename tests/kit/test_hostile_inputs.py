@@ -217,7 +217,8 @@ ONLY = r"HW1 1\.[47] .*: test_(naive|ring)_all_reduce$"        # the hidden test
 def test_an_all_reduce_that_rebuilds_every_input_scores_nothing(tmp_path):
     """Every case fails but p = 1 (an all-reduce of one rank leaves x as it is: deserved), and the
     rubric entries of both tasks: 1.75 of 19 points. Before the inputs came from the test process the
-    same code took all 19 (both tests and both rubric entries)."""
+    same code took all 19 (both tests and both rubric entries). Over 60 s under load: the attack
+    searches every rank's memory and /proc for the inputs, in every case of both hidden tests."""
     sub = make_submission(tmp_path / "rebuild", {"all_reduce.py": lambda s: insert_after_marker(
         "1.7", REBUILD)(insert_after_marker("1.4", REBUILD)(s))})
     out = tmp_path / "results.json"

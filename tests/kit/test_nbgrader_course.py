@@ -151,6 +151,9 @@ def reference_files(hw: str) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def round_trip(tmp_path_factory):
+    """The whole course loop once for the module (about 85 s on 2 cores, hence shared by its tests):
+    two homeworks released, fetched by students through the exchange, submitted, collected and
+    autograded, feedback generated and fetched."""
     base = str(tmp_path_factory.mktemp("nbgrader"))
     course, exchange = os.path.join(base, "course"), os.path.join(base, "exchange")
     env_path = os.environ.get("PATH", "")
