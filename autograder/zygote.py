@@ -22,6 +22,7 @@ With AUTOGRADER_NETNS=1 the zygote first moves into a network namespace of its o
 
 from __future__ import annotations
 
+import gc
 import glob
 import importlib
 import json
@@ -127,6 +128,11 @@ def main() -> None:
         if network.startswith("active"):     # one test at a time in it: whole-namespace counts are its own
             os.environ["MINITORCH_DIST_PRIVATE_NETNS"] = "1"
     _preload()
+    # Everything imported so far lives as long as the zygote: moved out of the collector's reach, a
+    # forked test process's collections (pytest's own at exit among them) no longer walk, and so
+    # copy, the zygote's whole heap: 0.5 s less per test function measured on hw5's GPipe tests.
+    gc.collect()
+    gc.freeze()
     global _BASELINE_KIB
     import resource
     _BASELINE_KIB = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss

@@ -96,10 +96,11 @@ def run(submission, homework="hw1", *, out=None, only=None, fresh=False, **optio
     """Grade quietly (results.json written only to `out`); homework 1 against the fixture suite.
 
     The grading runs in a shared session (shared_session) unless `fresh`: then grade() makes and
-    closes its own, for tests that check what outlives a whole grading (marked_env), and always
-    without the zygote (zygote=False)."""
+    closes its own, for tests that check what outlives a whole grading (marked_env); always without
+    the zygote (zygote=False) and without the sandbox (sandbox=False: code that runs as the grader's
+    user could change the session it would share)."""
     if homework == "hw1":
         options.setdefault("suites", SUITE)
-    if fresh or options.get("zygote") is False:
+    if fresh or options.get("zygote") is False or options.get("sandbox") is False:
         return grade(homework, submission, out=out, only=only, quiet=True, **options)
     return shared_session(homework, **options).grade(submission, out=out, only=only, show=False)
