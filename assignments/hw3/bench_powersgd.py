@@ -22,7 +22,6 @@ all-reduce against PowerSGD: where compression wins (a slow link) and by how muc
 from __future__ import annotations
 
 import argparse
-import gc
 import statistics
 import time
 
@@ -76,13 +75,10 @@ class _CountAllReduce:
 
 
 def bench_rank(group, cfg: dict) -> dict:
-    """Rank code: measure() inside torch.distributed's default group over these ranks; every model
-    measure() built is freed before the group is destroyed (a torch DDP reducer freed after
-    destroy_process_group() can hang its rank: seen about 1 run in 25 with gradient_as_bucket_view=True)."""
+    """Rank code: measure() inside torch.distributed's default group over these ranks (every model it
+    built is freed before the group is destroyed)."""
     with torch_default_group(group):
-        out = measure(group, cfg)
-        gc.collect()
-    return out
+        return measure(group, cfg)
 
 
 def measure(group, cfg: dict) -> dict:

@@ -31,7 +31,6 @@ torch's. A version that raises NotImplementedError (a stub) is reported and skip
 from __future__ import annotations
 
 import argparse
-import gc
 import statistics
 import sys
 import time
@@ -100,13 +99,10 @@ def one_step(model, opt, x, y, tracker=None) -> None:
 
 
 def bench_rank(group, cfg: dict) -> dict:
-    """Rank code: measure() inside torch.distributed's default group over these ranks; every model
-    measure() built is freed before the group is destroyed (a torch DDP reducer freed after
-    destroy_process_group() can hang its rank: seen about 1 run in 25 with gradient_as_bucket_view=True)."""
+    """Rank code: measure() inside torch.distributed's default group over these ranks (every model it
+    built is freed before the group is destroyed)."""
     with torch_default_group(group):
-        out = measure(group, cfg)
-        gc.collect()
-    return out
+        return measure(group, cfg)
 
 
 def measure(group, cfg: dict) -> dict:
