@@ -170,13 +170,8 @@ def fast_sendrecv(backend):
                     slot.clock = end
         if staging is not None:
             recv_tensor.copy_(staging)
-        if recorder.trace:                  # recorder.event, inlined
-            recorded = recorder._recorded
-            if len(recorder._events) + len(recorded) < recorder.max_events:
-                recorded.append((recorder.rank, "sendrecv", dst_w, tag, sent + recv_tensor.nbytes,
-                                 posted, slot.clock, site.name))
-            else:
-                recorder.dropped_events += 1
+        if recorder.trace:
+            recorder.event("sendrecv", dst_w, tag, sent + recv_tensor.nbytes, posted, slot.clock, site.name)
         return recv_tensor
 
     return sendrecv
