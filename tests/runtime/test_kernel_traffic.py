@@ -165,3 +165,47 @@ def test_a_closed_side_channel_shows_in_a_private_namespace():
     assert all(line.endswith("False") and abs(int(line.split()[1])) < 4096 for line in honest), done.stdout
     unseen = lines["closed_side_channel"].split()
     assert int(unseen[0]) >= 100_000 and unseen[1] == "True", done.stdout
+
+
+def _hold(other, ready, done):
+    """A child process that holds one connected socket (not `other`) until told to exit."""
+    other.close()
+    ready.set()
+    done.wait(30)
+
+
+def test_a_rank_is_found_by_both_ends_of_its_connection_when_its_port_is_shared():
+    """Linux gives one ephemeral port to connections with different peers: two processes hold sockets
+    with the same local address, connected to two different listeners (as a concurrent test's rank and
+    this run's rank did in CI). Each link resolves to its own process, never to the other's."""
+    import multiprocessing as mp
+    import socket
+    listeners = [socket.create_server(("127.0.0.1", 0)) for _ in range(2)]
+    first = socket.socket()
+    first.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    first.bind(("127.0.0.1", 0))
+    port = first.getsockname()[1]
+    second = socket.socket()
+    second.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    second.bind(("127.0.0.1", port))
+    first.connect(listeners[0].getsockname())
+    second.connect(listeners[1].getsockname())
+    ctx = mp.get_context("fork")
+    done, procs = ctx.Event(), []
+    try:
+        for sock, other in ((second, first), (first, second)):   # the later process holds the first link
+            ready = ctx.Event()
+            procs.append(ctx.Process(target=_hold, args=(other, ready, done)))
+            procs[-1].start()
+            ready.wait(10)
+            sock.close()                               # only the child holds it now
+        links = [(("127.0.0.1", port), lst.getsockname()[:2]) for lst in listeners]
+        pids = [p.pid for p in procs]
+        assert kernel_traffic.rank_roots(links, pids) == [procs[1].pid, procs[0].pid]
+        assert kernel_traffic.rank_roots(links[:1] * 2, pids) == [None, None]    # one process for two ranks
+    finally:
+        done.set()
+        for p in procs:
+            p.join(10)
+        for lst in listeners:
+            lst.close()

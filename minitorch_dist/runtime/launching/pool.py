@@ -198,10 +198,10 @@ class Pool:
         the kernel cannot be asked here."""
         from ..observe import kernel_traffic
         try:
-            ends = []
+            ends = []                 # (the rank's address, ours) per connection: both ends name it
             for conn in self.conns:
                 with socket.socket(fileno=os.dup(conn.fileno())) as sock:
-                    ends.append(sock.getpeername()[:2])
+                    ends.append((sock.getpeername()[:2], sock.getsockname()[:2]))
             sockets = kernel_traffic.tcp_sockets()          # one dump finds the ranks and their uid
             return kernel_traffic.RunMeter(ends, *self._rank_candidates(ends, sockets), sockets=sockets)
         except (OSError, ValueError):

@@ -141,7 +141,7 @@ def snapshot(rank_pids: dict[int, list[int]]) -> Snapshot:
 
 def between(before: Snapshot, after: Snapshot, world_size: int) -> list[tuple[int, int]]:
     """[(bytes sent to other ranks, bytes received from them)] per rank between two snapshots."""
-    by_end = {(s.local, s.remote): inode for inode, s in after.sockets.items()}
+    by_end = {(s.local, s.remote): inode for inode, s in after.sockets.items() if inode}
     out = [[0, 0] for _ in range(world_size)]
 
     def received(inode: int) -> int:
@@ -222,18 +222,29 @@ def owner_pid(inode: int, candidates: list[int]) -> int | None:
     return None
 
 
-def rank_roots(peer_ends: list[tuple], candidates: list[int], sockets: dict | None = None) -> list[int | None]:
+def _far_ends(links: list[tuple], sockets: dict) -> list[int | None]:
+    """The inode of the socket at the far end of each connection (its own address, its peer's), or
+    None where the dump has none. Both ends are matched: Linux gives one ephemeral port to several
+    connections that go to different peers, so a local address alone can name another test's socket."""
+    by_ends = {(s.local, s.remote): inode for inode, s in sockets.items() if inode}
+    return [by_ends.get(link) for link in links]
+
+
+def rank_roots(links: list[tuple], candidates: list[int], sockets: dict | None = None) -> list[int | None]:
     """The pid of each rank: the process holding the socket at the far end of the launcher's
-    connection to that rank (the kernel's answer, not the rank's own report)."""
+    connection to that rank, `links` holding (far end's address, launcher end's address) per rank
+    (the kernel's answer, not the rank's own report). None for a rank whose socket is not found, and
+    for every rank when two resolve to the same process (then nothing is claimed)."""
     sockets = tcp_sockets() if sockets is None else sockets
-    by_local = {s.local: inode for inode, s in sockets.items()}
-    return [owner_pid(by_local[end], candidates) if end in by_local else None for end in peer_ends]
+    roots = [owner_pid(inode, candidates) if inode is not None else None for inode in _far_ends(links, sockets)]
+    found = [pid for pid in roots if pid is not None]
+    return roots if len(set(found)) == len(found) else [None] * len(roots)
 
 
-def owners_of(peer_ends: list[tuple], sockets: dict | None = None) -> set[int]:
-    """The uids that own the sockets at these far ends (the kernel's record)."""
+def owners_of(links: list[tuple], sockets: dict | None = None) -> set[int]:
+    """The uids that own the sockets at the far ends of these connections (the kernel's record)."""
     sockets = tcp_sockets() if sockets is None else sockets
-    return {s.uid for s in sockets.values() if s.local in set(peer_ends)}
+    return {sockets[inode].uid for inode in _far_ends(links, sockets) if inode is not None}
 
 
 def processes_owned_by(uids: set[int]) -> list[int]:
@@ -252,11 +263,12 @@ def processes_owned_by(uids: set[int]) -> list[int]:
 class RunMeter:
     """Measures one run: make it before the tasks go out, call done() once every reply is in."""
 
-    def __init__(self, peer_ends: list[tuple], candidates: list[int], find=None, sockets: dict | None = None):
-        """candidates: the processes the ranks may be among; find() lists them again after the run
+    def __init__(self, links: list[tuple], candidates: list[int], find=None, sockets: dict | None = None):
+        """links: (the rank's address, the launcher's) of each rank's connection to the launcher;
+        candidates: the processes the ranks may be among; find() lists them again after the run
         (ranks may fork), default: the same list."""
         self.find = find or (lambda: candidates)
-        self.roots = rank_roots(peer_ends, candidates, sockets)
+        self.roots = rank_roots(links, candidates, sockets)
         self.private = os.environ.get(PRIVATE_NETNS_VAR) == "1"
         self.octets = namespace_octets() if self.private else None
         self.before = self._snapshot(candidates)
