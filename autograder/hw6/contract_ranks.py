@@ -194,7 +194,31 @@ def rank_mixed_small_lr(group) -> dict:
     return {"params": {n: t.cpu() for n, t in fsdp.full_parameters().items()}}
 
 
-RANK_CODE = {"zero1_unused": rank_zero1_unused, "zero2_accumulate": rank_zero2_accumulate,
+def rank_fsdp_replicated(group) -> dict:
+    """FSDP with one unit (`first`); `last` and `unused` are in no unit and named in replicate=.
+    After the steps, each rank's local_shard pieces of every parameter (and of its gradient, after
+    one more backward)."""
+    from minitorch_dist.sharded import FullyShardedModel
+    from minitorch_dist.sharded.policy import make_unit
+    model = UnusedMiddle().to(group.device)
+    fsdp = FullyShardedModel(model, group, units=[make_unit("first", model.first)], replicate=["last", "unused"])
+    opt = torch.optim.SGD(fsdp.parameters(), **SGD)
+    for step in range(STEPS):
+        x, y = (t.to(group.device) for t in _unused_batch(step, group.rank, group.size))
+        F.mse_loss(fsdp(x), y).backward()
+        opt.step()
+        opt.zero_grad()
+    params = _fsdp_params(fsdp)
+    x, y = (t.to(group.device) for t in _unused_batch(STEPS, group.rank, group.size))
+    F.mse_loss(fsdp(x), y).backward()
+    pieces = {}
+    for name in ("first.weight", "first.bias", "last.weight"):
+        data, grad, start = fsdp.local_shard(name)
+        pieces[name] = (start, data.clone().cpu(), None if grad is None else grad.numel())
+    return {"params": params, "pieces": pieces}
+
+
+RANK_CODE = {"fsdp_replicated": rank_fsdp_replicated, "zero1_unused": rank_zero1_unused, "zero2_accumulate": rank_zero2_accumulate,
              "fsdp_accumulate": rank_fsdp_accumulate, "fsdp_memory": rank_fsdp_memory,
              "ckpt_frozen_embeddings": rank_ckpt_frozen_embeddings, "ckpt_saved": rank_ckpt_saved,
              "full_parameters_dtypes": rank_full_parameters_dtypes, "mixed_small_lr": rank_mixed_small_lr}

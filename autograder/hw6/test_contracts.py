@@ -9,6 +9,8 @@ version checks); memory is measured in runs of its own.
 6.2: gradient accumulation: two backward passes before each step (ZeRO-2, several buckets).
 6.3: the same with FSDP; memory right after construction and after a forward under torch.no_grad():
      the shards only (and the eval forward's output is the model's).
+     Parameters in no unit, named in replicate=, are averaged (ranks on different rows match one
+     process); local_shard's pieces of each parameter, over the ranks, make the whole parameter.
 6.4: checkpointing with frozen embeddings (the first block's input does not require grad): every
      block parameter still gets its gradient; checkpointing keeps the saved activations of no block
      (against the same run without checkpointing, a deeper model).
@@ -152,4 +154,32 @@ def test_contract_master_shard_keeps_small_updates():
                                 f"{moved.norm().item():.3g} (norm), one float32 process by {size:.3g} (difference "
                                 f"{err:.3g}): the float32 master shard must keep updates smaller than a bf16 step")
                 break
+    _check_all(problems)
+
+
+@pytest.mark.task6_3
+@pytest.mark.points(1)
+@pytest.mark.time_limit(60)
+def test_contract_fsdp_replicated_parameters_and_local_shards():
+    got = _ranks("fsdp_replicated")
+    want = _sgd_reference("unused", lambda s: _unused_batch(s), F.mse_loss)
+    problems = _param_problems(got, want, f"FSDP, p={P}, one unit (`first`), `last` and `unused` named in "
+                                          f"replicate= (their gradients averaged over the ranks), {STEPS} SGD steps")
+    for name, sharded in (("first.weight", True), ("first.bias", True), ("last.weight", False)):
+        numel, covered = want[name].numel(), []
+        for r, rep in enumerate(got):
+            start, data, grad_numel = rep["pieces"][name]
+            if grad_numel != data.numel():
+                problems.append(f"rank {r}: local_shard({name!r}).grad after a backward: {grad_numel} elements "
+                                f"for {data.numel()} of data")
+            if not 0 <= start <= start + data.numel() <= numel or not torch.allclose(
+                    data, want[name].reshape(-1)[start:start + data.numel()], atol=1e-9):
+                problems.append(f"rank {r}: local_shard({name!r}) holds elements {start}..{start + data.numel() - 1} "
+                                f"that are not the parameter's (it has {numel})")
+            covered += list(range(start, start + data.numel()))
+        expected = list(range(numel)) * (1 if sharded else len(got))      # shards: each element once
+        if sorted(covered) != sorted(expected):
+            problems.append(f"local_shard({name!r}) over the ranks covers {len(covered)} elements "
+                            f"({'each once' if sharded else 'the whole parameter on every rank'} was due: "
+                            f"{len(expected)})")
     _check_all(problems)

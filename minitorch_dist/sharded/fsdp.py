@@ -18,19 +18,35 @@ tied LM head, the final norm) bracketed by the whole model's forward. Forward of
        unit.full), reduce-scatter it into the shard's gradient and free the unit.
 Checkpointing (6.4): each block's forward runs under torch.utils.checkpoint (non-reentrant):
 its activations are recomputed during backward, while the unit is gathered again.
-Frozen parameters and buffers are not sharded: every rank keeps rank 0's copy.
+Frozen parameters and buffers are not sharded: every rank keeps rank 0's copy. A trainable parameter
+in no unit must be named in `replicate` (it is then kept whole on every rank, rank 0's copy, and its
+gradient is averaged over every rank when autograd has accumulated it), else construction raises.
+A sharded parameter leaves its module (the unit's flat shard holds it): local_shard(name) gives this
+rank's piece of it and of its gradient.
 """
 
 from __future__ import annotations
+
+from typing import NamedTuple
 
 import torch
 from torch import nn
 from torch.utils.checkpoint import checkpoint as checkpoint_fn
 
 from minitorch_dist.sharded.flat_unit import FlatParamUnit
-from minitorch_dist.sharded.policy import transformer_units
+from minitorch_dist.sharded.policy import left_out, transformer_units
 
-__all__ = ["FullyShardedModel"]
+__all__ = ["FullyShardedModel", "LocalShard"]
+
+
+class LocalShard(NamedTuple):
+    """This rank's piece of one parameter: `data` and `grad` (None before a backward) are 1-D views of
+    the unit's shard and of its gradient, holding the parameter's flattened elements start ..
+    start + data.numel() - 1 (empty where the parameter lies in other ranks' shards)."""
+
+    data: torch.Tensor
+    grad: torch.Tensor | None
+    start: int
 
 
 class _PreBackward(torch.autograd.Function):
@@ -51,23 +67,33 @@ class FullyShardedModel(nn.Module):
     """FSDP of a model with `blocks` (CharTransformer): flat-parameter units, sharded over `group`.
 
     Attributes: module (the wrapped model), units (FlatParamUnit, the blocks in order, the outer
-    unit last), shards (nn.ParameterList of every unit's shard: what .parameters() yields),
-    prefetch, checkpoint, compute_dtype.
+    unit last), shards (nn.ParameterList of every unit's shard: what .parameters() yields, with
+    the frozen and replicated parameters the module still holds), replicated ([(name, parameter)]
+    kept whole, named in `replicate`), prefetch, checkpoint, compute_dtype.
     """
 
     def __init__(self, model: nn.Module, group, prefetch: bool = False, checkpoint: bool = False,
-                 compute_dtype: torch.dtype | None = None, units=None):
+                 compute_dtype: torch.dtype | None = None, units=None, replicate=()):
         super().__init__()
         if compute_dtype is not None and not compute_dtype.is_floating_point:
             raise ValueError(f"compute_dtype must be a floating dtype (torch.bfloat16), got {compute_dtype}")
         self.module, self.group = model, group
         self.prefetch, self.checkpoint, self.compute_dtype = prefetch, checkpoint, compute_dtype
         specs = units if units is not None else transformer_units(model)
+        self.replicated = left_out(model, specs, replicate)             # raises for one not named
+        if self.replicated and compute_dtype is not None:
+            raise ValueError("FSDP: replicate= with compute_dtype is not supported (the replicated parameters "
+                             "would stay in their own dtype beside the compute dtype): put them in a unit")
         self._names = [n for n, _ in model.named_parameters()]          # the dense names, tied once
+        name_of = {id(q): n for n, q in model.named_parameters()}
+        self._slot_of = {name_of[id(slot.param)]: (k, j) for k, spec in enumerate(specs)
+                         for j, slot in enumerate(spec.slots) if id(slot.param) in name_of}
         self._hooks = []
         with torch.no_grad():                                           # replicated: rank 0's copy
-            for t in [q for s in specs for q in s.frozen] + list(model.buffers()):
+            for t in [q for s in specs for q in s.frozen] + list(model.buffers()) + [q for _, q in self.replicated]:
                 group.broadcast(t.data, src=0)
+        for _, prm in self.replicated:
+            self._hooks.append(prm.register_post_accumulate_grad_hook(self.average_replicated))
         self.units = [self.new_unit(spec, compute_dtype) for spec in specs]
         self.shards = nn.ParameterList([u.shard for u in self.units])
         self._order = [len(self.units) - 1] + list(range(len(self.units) - 1))   # forward order: outer first
@@ -78,6 +104,30 @@ class FullyShardedModel(nn.Module):
         # END YOUR CODE
         if checkpoint:
             self.wrap_checkpointing()
+
+    def average_replicated(self, prm: torch.Tensor) -> None:
+        """A replicated parameter's gradient is accumulated: average it over every rank (the whole
+        group; HSDP's world). Accumulation stays right: what was there is already equal everywhere."""
+        getattr(self, "world", self.group).all_reduce(prm.grad, "avg")
+
+    def local_shard(self, name: str) -> LocalShard:
+        """This rank's piece of parameter `name` (as model.named_parameters() named it) and of its
+        gradient. A frozen or replicated parameter (still in its module) is whole: its flat view."""
+        if name not in self._slot_of:
+            prm = dict(self.module.named_parameters()).get(name)
+            if prm is None:
+                raise KeyError(f"local_shard: no parameter {name!r}; the names are {self._names}")
+            return LocalShard(prm.detach().view(-1), None if prm.grad is None else prm.grad.view(-1), 0)
+        k, j = self._slot_of[name]
+        unit, rank = self.units[k], self.group.rank
+        lay = unit.layout
+        first, size = rank * lay.chunk_numel, lay.chunk_numel
+        lo = min(max(lay.offsets[j], first), first + size)
+        hi = max(min(lay.offsets[j] + lay.numels[j], first + size), lo)
+        grad = unit.shard.grad
+        start = min(max(lo - lay.offsets[j], 0), lay.numels[j])
+        return LocalShard(unit.shard.detach()[lo - first:hi - first],
+                          None if grad is None else grad[lo - first:hi - first], start)
 
     def new_unit(self, spec, compute_dtype):
         """The FlatParamUnit of one policy Unit, sharded over self.group (HSDP, 6.6, makes its own)."""

@@ -75,14 +75,14 @@ class HybridShardedModel(FullyShardedModel):
     """
 
     def __init__(self, model, group, shard_size: int, prefetch: bool = False, checkpoint: bool = False,
-                 compute_dtype: torch.dtype | None = None, units=None):
+                 compute_dtype: torch.dtype | None = None, units=None, replicate=()):
         check_shard_size(group, shard_size)
         self.world, self.shard_size = group, shard_size
         # BEGIN YOUR CODE  (HW6 task 6.6)
         raise NotImplementedError("HW6 task 6.6: __init__ is not implemented yet (see assignments/hw6/README.md)")
         # END YOUR CODE
         super().__init__(model, self.shard_group, prefetch=prefetch, checkpoint=checkpoint,
-                         compute_dtype=compute_dtype, units=units)
+                         compute_dtype=compute_dtype, units=units, replicate=replicate)
 
     def new_unit(self, spec, compute_dtype):
         """A unit sharded over the shard group whose gradient is averaged over the replica group."""

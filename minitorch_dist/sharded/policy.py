@@ -65,3 +65,24 @@ def make_unit(name: str, module: nn.Module, skip: set | None = None) -> Unit:
                 unit.slots.append(by_id[id(prm)])
             by_id[id(prm)].uses.append((mod, attr))
     return unit
+
+
+def left_out(model: nn.Module, units: list[Unit], replicate=()) -> list[tuple[str, nn.Parameter]]:
+    """The trainable parameters of `model` in no unit, (name, parameter) in model order. Each must be
+    named in `replicate` (its own name, or a module's name above it): FSDP keeps those whole on every
+    rank and averages their gradients. One that is not named is an error: it would be neither sharded
+    nor averaged, and the ranks' copies would drift apart without a word."""
+    taken = {id(s.param) for u in units for s in u.slots} | {id(q) for u in units for q in u.frozen}
+    out, unnamed = [], []
+    for name, prm in model.named_parameters():
+        if not prm.requires_grad or id(prm) in taken:
+            continue
+        named = any(name == r or name.startswith(r + ".") for r in replicate if r)
+        (out if named else unnamed).append((name, prm))
+    if unnamed:
+        names = ", ".join(n for n, _ in unnamed)
+        raise ValueError(f"FSDP: trainable parameters in no unit: {names}. Each rank would keep and step its own "
+                         f"copy, so the ranks' models would drift apart. Put them in a unit (units=[...]), or "
+                         f"name them or their module in replicate=[...] to keep them whole on every rank with "
+                         f"their gradients averaged.")
+    return out

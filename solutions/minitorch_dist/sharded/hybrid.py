@@ -83,7 +83,7 @@ class HybridShardedModel(FullyShardedModel):
     """
 
     def __init__(self, model, group, shard_size: int, prefetch: bool = False, checkpoint: bool = False,
-                 compute_dtype: torch.dtype | None = None, units=None):
+                 compute_dtype: torch.dtype | None = None, units=None, replicate=()):
         check_shard_size(group, shard_size)
         self.world, self.shard_size = group, shard_size
         # BEGIN SOLUTION  (HW6 task 6.6)
@@ -93,7 +93,7 @@ class HybridShardedModel(FullyShardedModel):
         self.shard_group, self.replica_group = hybrid_groups(group, shard_size)
         # END SOLUTION
         super().__init__(model, self.shard_group, prefetch=prefetch, checkpoint=checkpoint,
-                         compute_dtype=compute_dtype, units=units)
+                         compute_dtype=compute_dtype, units=units, replicate=replicate)
 
     def new_unit(self, spec, compute_dtype):
         """A unit sharded over the shard group whose gradient is averaged over the replica group."""
