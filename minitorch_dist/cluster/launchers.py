@@ -3,7 +3,9 @@
 mpirun: MPICH's hydra `mpiexec`, started on node0 with a hostfile of the nodes (node<i>:K, K ranks
 per node) and `-launcher ssh -launcher-exec <folder>/node-exec`: hydra calls that script as it would
 call ssh (`node-exec -x HOST COMMAND...`) and the script runs COMMAND inside HOST's namespaces. Each
-hydra proxy connects back to mpiexec at node0 through the cluster's network.
+hydra proxy connects back to mpiexec at node0 through the cluster's network. UCX (MPICH's network
+module) is held to TCP on eth0 (UCX_OVER_THE_LINKS): the nodes share one kernel, and UCX would
+otherwise carry traffic between nodes through shared memory, around the shaped links.
 
 torchrun: one `torchrun --nnodes N --nproc-per-node K --node-rank i --rdzv-backend c10d
 --rdzv-endpoint node0:PORT` per node, all at once.
@@ -66,11 +68,19 @@ exec ip netns exec "$ns" nsenter --uts="$uts" -- sh -c "$*"
     return path
 
 
+# MPICH's network module (UCX) decides that two processes may share memory when they run on the same
+# kernel (same boot id), which every node of this cluster does: without these, ranks on different
+# nodes would talk through shared memory (about 10 Gbit/s, bypassing the shaped links). Ranks on one
+# node still use MPICH's own shared memory (it goes by hydra's nodes); UCX carries only the traffic
+# between nodes, over TCP on eth0.
+UCX_OVER_THE_LINKS = ["-genv", "UCX_TLS", "tcp,self", "-genv", "UCX_NET_DEVICES", "eth0"]
+
+
 def mpirun_argv(state: ClusterState, args: list, ranks_per_node: int | None = None) -> list:
     """The mpiexec command line (run it on node0) for K ranks on every node."""
     k = ranks_per_node or state.ranks_per_node
     return [_tool("mpiexec"), "-f", write_hostfile(state), "-launcher", "ssh", "-launcher-exec",
-            write_node_exec(state), "-n", str(k * len(state.nodes)), "-ppn", str(k), *args]
+            write_node_exec(state), *UCX_OVER_THE_LINKS, "-n", str(k * len(state.nodes)), "-ppn", str(k), *args]
 
 
 def torchrun_argv(state: ClusterState, node_rank: int, args: list, port: int = 29500,
@@ -87,6 +97,16 @@ def _pump(stream, prefix: str, out, lock) -> None:
             out.write(f"[{prefix}] {line}")
             out.flush()
     stream.close()
+
+
+def _kill_all(procs: dict) -> None:
+    for q in procs.values():
+        if q.poll() is None:
+            try:
+                os.killpg(q.pid, 9)
+            except ProcessLookupError:
+                pass
+        q.wait()
 
 
 def run_parallel(state: ClusterState, commands: dict, out=None, timeout: float | None = None) -> dict:
@@ -109,14 +129,16 @@ def run_parallel(state: ClusterState, commands: dict, out=None, timeout: float |
         t.start()
         pumps.append(t)
     codes = {}
-    for host, p in procs.items():
-        try:
-            codes[host] = p.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            for q in procs.values():
-                if q.poll() is None:
-                    os.killpg(q.pid, 9)
-            codes[host] = p.wait()
+    try:
+        for host, p in procs.items():
+            try:
+                codes[host] = p.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                _kill_all(procs)
+                codes[host] = p.wait()
+    except BaseException:                 # Ctrl-C: the commands run in sessions of their own, so end them
+        _kill_all(procs)
+        raise
     for t in pumps:
         t.join(timeout=5)
     return codes

@@ -127,6 +127,13 @@ def test_links_are_shaped_both_ways_and_the_ping_pong_recovers_the_bandwidth(mak
     assert 0.85e8 < r["bits_per_second"] < 1.05e8, r
 
 
+def tx_bytes(st, node) -> int:
+    """Bytes node's eth0 has sent (its link to the switch)."""
+    out = subprocess.run(["ip", "-n", st.node(node).netns, "-j", "-s", "link", "show", "eth0"],
+                         capture_output=True, text=True).stdout
+    return json.loads(out)[0]["stats64"]["tx"]["bytes"]
+
+
 def _result(output: str) -> dict:
     lines = [l for l in output.splitlines() if "CLUSTER-RESULT " in l]
     assert len(lines) == 1, output[-3000:]
@@ -137,6 +144,7 @@ def _result(output: str) -> dict:
 def test_torchrun_across_two_nodes_gloo_allreduce(make_cluster, tmp_path):
     st = make_cluster(2)
     log = tmp_path / "out.txt"
+    sent = tx_bytes(st, "node1")
     with open(log, "w") as out:
         codes = launchers.run_parallel(st, {n.hostname: launchers.torchrun_argv(st, i, [EXAMPLE])
                                             for i, n in enumerate(st.nodes)}, out=out, timeout=120)
@@ -146,12 +154,14 @@ def test_torchrun_across_two_nodes_gloo_allreduce(make_cluster, tmp_path):
     assert r["backend"] == "gloo" and r["world_size"] == 2 and r["hosts"] == ["node0", "node1"]
     assert [v["address"] for v in r["ranks"]] == ["10.231.0.1", "10.231.0.2"]
     assert all(v["sum"] == 1.0 and v["all_equal"] for v in r["ranks"])
+    assert tx_bytes(st, "node1") - sent > 200_000       # its 256 KB of the all-reduce crossed the link
 
 
 @pytest.mark.slow
 def test_mpirun_across_two_nodes_mpi_allreduce(make_cluster, tmp_path):
     st = make_cluster(2, ranks_per_node=2)
     log = tmp_path / "out.txt"
+    sent = tx_bytes(st, "node1")
     with open(log, "w") as out:
         argv = launchers.mpirun_argv(st, [sys.executable, EXAMPLE])
         codes = launchers.run_parallel(st, {"node0": argv}, out=out, timeout=120)
@@ -161,6 +171,9 @@ def test_mpirun_across_two_nodes_mpi_allreduce(make_cluster, tmp_path):
     assert r["backend"] == "mpi" and r["world_size"] == 4 and r["hosts"] == ["node0", "node1"]
     assert [v["hostname"] for v in r["ranks"]] == ["node0", "node0", "node1", "node1"]
     assert all(v["sum"] == 6.0 and v["all_equal"] for v in r["ranks"])
+    # the all-reduce's 256 KB per rank crossed the link (UCX held to TCP: not the nodes' shared memory)
+    assert tx_bytes(st, "node1") - sent > 200_000
+    assert "UCX_TLS" in argv
 
 
 @pytest.mark.slow
