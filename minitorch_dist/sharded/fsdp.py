@@ -19,8 +19,9 @@ tied LM head, the final norm) bracketed by the whole model's forward. Forward of
 Checkpointing (6.4): each block's forward runs under torch.utils.checkpoint (non-reentrant):
 its activations are recomputed during backward, while the unit is gathered again.
 Frozen parameters and buffers are not sharded: every rank keeps rank 0's copy. A trainable parameter
-in no unit must be named in `replicate` (it is then kept whole on every rank, rank 0's copy, and its
-gradient is averaged over every rank when autograd has accumulated it), else construction raises.
+in no unit must be named in `replicate` (it is then kept whole on every rank, rank 0's copy, in its
+own dtype also with compute_dtype, and its gradient is averaged over every rank when autograd has
+accumulated it), else construction raises.
 A sharded parameter leaves its module (the unit's flat shard holds it): local_shard(name) gives this
 rank's piece of it and of its gradient.
 """
@@ -81,9 +82,6 @@ class FullyShardedModel(nn.Module):
         self.prefetch, self.checkpoint, self.compute_dtype = prefetch, checkpoint, compute_dtype
         specs = units if units is not None else transformer_units(model)
         self.replicated = left_out(model, specs, replicate)             # raises for one not named
-        if self.replicated and compute_dtype is not None:
-            raise ValueError("FSDP: replicate= with compute_dtype is not supported (the replicated parameters "
-                             "would stay in their own dtype beside the compute dtype): put them in a unit")
         self._names = [n for n, _ in model.named_parameters()]          # the dense names, tied once
         name_of = {id(q): n for n, q in model.named_parameters()}
         self._slot_of = {name_of[id(slot.param)]: (k, j) for k, spec in enumerate(specs)

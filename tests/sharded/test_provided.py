@@ -35,6 +35,6 @@ def test_fsdp_refuses_a_model_with_an_unnamed_parameter_before_communicating():
     model = Three()
     with pytest.raises(ValueError, match="norm.weight, norm.bias, last.weight"):
         FullyShardedModel(model, None, units=[make_unit("first", model.first)])     # no group is touched
-    with pytest.raises(ValueError, match="compute_dtype"):
+    with pytest.raises(ValueError, match="compute_dtype must be a floating dtype"):
         FullyShardedModel(model, None, units=[make_unit("first", model.first)], replicate=["norm", "last"],
-                          compute_dtype=torch.bfloat16)
+                          compute_dtype=torch.int8)
