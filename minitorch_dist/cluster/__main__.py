@@ -150,8 +150,9 @@ def main(argv=None) -> int:
             print(json.dumps(r, indent=1))
             if r.get("bits_per_second"):
                 conf = f" (configured {st_.bits_per_second / 1e6:g} Mbit/s)" if st_.bits_per_second else " (unshaped)"
-                print(f"{opts.a} <-> {opts.b}: {r['bits_per_second'] / 1e6:.1f} Mbit/s{conf}, "
-                      f"alpha {r['alpha_s'] * 1e6:.0f} us")
+                print(f"{opts.a} <-> {opts.b}: {r['bits_per_second'] / 1e6:.1f} Mbit/s{conf} "
+                      f"(the slope of one-way time over {r['sizes'][0]}..{r['sizes'][-1]} bytes; "
+                      f"`status` measures the latency)")
             return 0
     except ClusterUnavailable as e:
         print(f"minitorch_dist.cluster: {e}", file=sys.stderr)
