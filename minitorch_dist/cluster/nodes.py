@@ -45,6 +45,10 @@ def node_argv(state: ClusterState, node, argv) -> list:
 def _hosts_file(state: ClusterState) -> str:
     lines = ["127.0.0.1\tlocalhost", "::1\tlocalhost ip6-localhost ip6-loopback"]
     lines += [f"{n.address}\t{n.hostname}" for n in state.nodes]
+    # the same addresses as IPv6-mapped, which is how a dual-stack server (torch's TCPStore) sees its
+    # clients: it names them without a DNS lookup (no "hostname of the client socket cannot be
+    # retrieved" warnings). getaddrinfo still returns the IPv4 address first, which gloo binds.
+    lines += [f"::ffff:{n.address}\t{n.hostname}" for n in state.nodes]
     return "\n".join(lines) + "\n"
 
 
@@ -55,6 +59,8 @@ def bring_up(state: ClusterState) -> ClusterState:
     if any(_netns_of(state.name)):
         raise RuntimeError(f"cluster {state.name!r} already exists (namespaces {_netns_of(state.name)}): "
                            f"run `down --name {state.name}` first")
+    if leftovers(state.name):            # what a crash left without namespaces: a record, mounts, files
+        teardown(state.name)
     state.phase = "creating"
     state.save()
     try:

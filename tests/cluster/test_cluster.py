@@ -97,6 +97,12 @@ def test_down_removes_everything_after_a_crash_and_is_idempotent(make_cluster):
     assert f"netns {st.name}-node1" in removed and f"netns {st.switch}" in removed
     assert leftovers(st.name) == []
     assert teardown(st.name) == []
+    # a stale record and hosts file without namespaces do not stop the next `up` of that name
+    os.makedirs(st.folder)
+    with open(os.path.join(st.folder, "state.json"), "w") as f:
+        f.write("{}")
+    again = bring_up(state_mod.plan(st.name, 1, None, None, 1))
+    assert on(again, "node0", "hostname").stdout.strip() == "node0"
 
 
 def test_up_refuses_a_second_cluster_of_the_same_name_and_removes_a_half_built_one(make_cluster):
