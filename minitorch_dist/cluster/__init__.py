@@ -13,7 +13,7 @@ Modules:
     state.py        the cluster's record under /run/minitorch_dist_cluster/<name>/ (survives a crash)
     nodes.py        namespaces, UTS hostnames, veth links, the switch's bridge, addresses, hosts files;
                     entering a node (node_argv) and removing everything (teardown)
-    shaping.py      bandwidth parsing and tbf on both ends of every link
+    shaping.py      bandwidth parsing and htb on both ends of every link
     probe.py        stdlib-only TCP probes run inside nodes: echo server, round-trip time, ping-pong bandwidth
     measure.py      runs the probes between two nodes: round-trip latency (ping, TCP) and the bandwidth fit
     launchers.py    torchrun and mpirun (MPICH hydra) command lines across the nodes: hostfile and the

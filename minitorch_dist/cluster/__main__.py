@@ -50,7 +50,7 @@ def status_report(st, measure_rtt: bool = True) -> dict:
 def _print_status(r: dict) -> None:
     print(f"cluster {r['name']}: {r['phase']}, {len(r['nodes'])} nodes, {r['ranks_per_node']} ranks per node, "
           f"links {r['bandwidth'] or 'unshaped'}"
-          + (f" ({r['bits_per_second'] / 1e6:g} Mbit/s each way, tbf; no added delay)" if r['bits_per_second'] else ""))
+          + (f" ({r['bits_per_second'] / 1e6:g} Mbit/s each way, htb; no added delay)" if r['bits_per_second'] else ""))
     for n in r["nodes"]:
         print(f"  {n['hostname']:8s} {n['address']:12s} netns {n['netns']}")
     for s in r["shaping"]:

@@ -33,8 +33,9 @@ def test_rates_parse_as_tc_writes_them():
     for bad in ("1gb", "fast", "1gbps", "10bit"):
         with pytest.raises(ValueError):
             shaping.parse_rate(bad)
-    args = shaping.tbf_args(1e9)
-    assert args[:3] == ["tbf", "rate", "1000000000bit"] and int(args[4]) == 125000
+    args = shaping.htb_args(1e9)
+    assert args[:5] == ["htb", "rate", "1000000000bit", "ceil", "1000000000bit"]
+    assert shaping.bucket_bytes(1e9) == 4096 and shaping.bucket_bytes(1e10) == 25000
 
 
 def test_without_root_the_error_says_to_use_sim_with_the_same_alpha_and_beta(monkeypatch, capsys):
@@ -126,7 +127,7 @@ def test_up_refuses_a_second_cluster_of_the_same_name_and_removes_a_half_built_o
 def test_links_are_shaped_both_ways_and_the_ping_pong_recovers_the_bandwidth(make_cluster):
     st = make_cluster(2, bandwidth="100mbit")
     rows = shaping.configured(st)
-    assert len(rows) == 4 and all("tbf" in q and "rate 100Mbit" in q for _, q in rows)
+    assert len(rows) == 4 and all("htb 1:1" in q and "rate 100Mbit ceil 100Mbit" in q for _, q in rows)
     # a round trip crosses both directions: were either unshaped, the fit would read about 2x
     r = measure.pingpong(st, "node0", "node1", sizes=[1 << 18, 1 << 19, 1 << 20])
     # TCP/IP headers take 66 of every 1514 bytes on the wire: goodput at most 95.6 Mbit/s
