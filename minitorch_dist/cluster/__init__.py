@@ -15,7 +15,7 @@ Modules:
                     entering a node (node_argv) and removing everything (teardown)
     shaping.py      bandwidth parsing and htb on both ends of every link
     probe.py        stdlib-only TCP probes run inside nodes: echo server, round-trip time, ping-pong bandwidth
-    measure.py      runs the probes between two nodes: round-trip latency (ping, TCP) and the bandwidth fit
+    measure.py      runs the probes between nodes: round-trip latency (ping, TCP), the bandwidth fit, incast
     launchers.py    torchrun and mpirun (MPICH hydra) command lines across the nodes: hostfile and the
                     launcher-exec script that enters a node
 """

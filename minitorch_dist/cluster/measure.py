@@ -1,6 +1,7 @@
-"""Measurements between two nodes, with probe.py's server on one and its client on the other:
-the round-trip latency (`ping` when the machine has it, and always a 1-byte TCP round trip) and the
-ping-pong bandwidth fit. The probes use port 29400 inside the cluster (its namespaces are
+"""Measurements between nodes, with probe.py's server on one and its client on another: the
+round-trip latency (`ping` when the machine has it, and always a 1-byte TCP round trip), the
+ping-pong bandwidth fit, and incast (several nodes streaming to one at once: what the receiving
+node's link lets in). The probes use ports from 29400 inside the cluster (its namespaces are
 isolated, so the host's ports are never touched); run one measurement per cluster at a time."""
 
 from __future__ import annotations
@@ -61,3 +62,33 @@ def pingpong(state: ClusterState, a: str = "node0", b: str = "node1", sizes=None
         top = max(1 << 18, min(top, 64 << 20))
         sizes = [top // 8, top // 4, top // 2, top]
     return _probe(state, b, a, ["pingpong", *sizes], timeout=120)
+
+
+def incast(state: ClusterState, senders: list, receiver: str, nbytes: int) -> dict:
+    """Every sender streams nbytes to `receiver` at once: {bits_per_second: all bytes over the
+    slowest stream's time, streams: [{bytes, seconds}]}. With the receiver's link shaped at R,
+    the sum stays near R however many send (the switch's side of its link is shaped too)."""
+    sinks = [subprocess.Popen(node_argv(state, receiver, [sys.executable, PROBE, "sink", str(PORT + 1 + i)]),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for i in range(len(senders))]
+    host = state.node(receiver).hostname
+    try:
+        streams = [subprocess.Popen(node_argv(state, s, [sys.executable, PROBE, "stream", host,
+                                                         str(PORT + 1 + i), str(nbytes)]),
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                   for i, s in enumerate(senders)]
+        results = []
+        for p in streams:
+            out, err = p.communicate(timeout=120)
+            if p.returncode != 0:
+                raise RuntimeError(f"incast stream failed: {err.strip()}")
+            results.append(json.loads(out))
+    finally:
+        for p in sinks:
+            try:
+                p.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+    slowest = max(r["seconds"] for r in results)
+    return {"bits_per_second": 8 * nbytes * len(senders) / slowest, "streams": results}

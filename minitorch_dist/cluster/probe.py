@@ -5,6 +5,8 @@ so they start in milliseconds):
     python probe.py rtt HOST PORT [COUNT]       # round trips of 1 byte: JSON {min_s, median_s}
     python probe.py pingpong HOST PORT SIZES..  # round trips of SIZES bytes each way: JSON, with the
                                                 # alpha-beta fit (one way: alpha + n * beta)
+    python probe.py sink PORT                   # receives one stream, answers 1 byte, exits
+    python probe.py stream HOST PORT NBYTES     # sends NBYTES one way: JSON {bytes, seconds}
 
 A message is an 8-byte length then that many bytes; the server sends the same number back.
 """
@@ -54,6 +56,28 @@ def serve(port: int) -> None:
         listener.close()
 
 
+def sink(port: int) -> None:
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener.bind(("0.0.0.0", port))
+    listener.listen(1)
+    listener.settimeout(30)
+    conn, _ = listener.accept()
+    head = bytearray(8)
+    _recv_exact(conn, 8, head)
+    (n,) = struct.unpack("!Q", head)
+    buf = bytearray(CHUNK)
+    got = 0
+    while got < n:
+        k = conn.recv_into(buf, min(CHUNK, n - got))
+        if k == 0:
+            break
+        got += k
+    conn.sendall(b"k")
+    conn.close()
+    listener.close()
+
+
 def _connect(host: str, port: int, wait: float = 15.0) -> socket.socket:
     deadline = time.monotonic() + wait
     while True:
@@ -93,6 +117,9 @@ def main(argv: list) -> None:
     if cmd == "serve":
         serve(int(argv[1]))
         return
+    if cmd == "sink":
+        sink(int(argv[1]))
+        return
     sock = _connect(argv[1], int(argv[2]))
     with sock:
         if cmd == "rtt":
@@ -110,6 +137,18 @@ def main(argv: list) -> None:
             alpha, beta = fit([r[0] for r in rows], [r[1] for r in rows])
             print(json.dumps({"sizes": sizes, "one_way_s": [r[1] for r in rows], "alpha_s": alpha,
                               "beta_s_per_byte": beta, "bits_per_second": 8 / beta if beta > 0 else None}))
+        elif cmd == "stream":
+            n = int(argv[3])
+            payload = memoryview(bytes(min(n, CHUNK)))
+            t0 = time.perf_counter()
+            sock.sendall(struct.pack("!Q", n))
+            left = n
+            while left:
+                k = min(left, len(payload))
+                sock.sendall(payload[:k])
+                left -= k
+            _recv_exact(sock, 1, bytearray(1))
+            print(json.dumps({"bytes": n, "seconds": time.perf_counter() - t0}))
         else:
             raise SystemExit(f"unknown probe command {cmd!r}")
 

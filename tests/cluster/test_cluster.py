@@ -124,14 +124,18 @@ def test_up_refuses_a_second_cluster_of_the_same_name_and_removes_a_half_built_o
 
 
 @pytest.mark.slow
-def test_links_are_shaped_both_ways_and_the_ping_pong_recovers_the_bandwidth(make_cluster):
-    st = make_cluster(2, bandwidth="100mbit")
+def test_links_are_shaped_both_ways_the_ping_pong_recovers_the_bandwidth_and_incast_shares_it(make_cluster):
+    st = make_cluster(3, bandwidth="100mbit")
     rows = shaping.configured(st)
-    assert len(rows) == 4 and all("htb 1:1" in q and "rate 100Mbit ceil 100Mbit" in q for _, q in rows)
+    assert len(rows) == 6 and all("htb 1:1" in q and "rate 100Mbit ceil 100Mbit" in q for _, q in rows)
     # a round trip crosses both directions: were either unshaped, the fit would read about 2x
     r = measure.pingpong(st, "node0", "node1", sizes=[1 << 18, 1 << 19, 1 << 20])
     # TCP/IP headers take 66 of every 1514 bytes on the wire: goodput at most 95.6 Mbit/s
     assert 0.85e8 < r["bits_per_second"] < 1.05e8, r
+    # two nodes stream to node1 at once: the switch's side of node1's link holds their sum to the
+    # rate (unshaped there, it read 190 Mbit/s)
+    both = measure.incast(st, ["node0", "node2"], "node1", 2_000_000)
+    assert 0.8e8 < both["bits_per_second"] < 1.1e8, both
 
 
 def tx_bytes(st, node) -> int:
