@@ -5,7 +5,7 @@
     python -m minitorch_dist.cluster exec NODE|all CMD...        # NODE: node0, node1, ... or its index
     python -m minitorch_dist.cluster torchrun [--port P] [--no-python] SCRIPT ARGS...  # a torchrun per node
     python -m minitorch_dist.cluster mpirun SCRIPT ARGS...       # MPICH mpiexec from node0, K ranks a node
-    python -m minitorch_dist.cluster bandwidth [--from node0] [--to node1]
+    python -m minitorch_dist.cluster bandwidth [--from node0] [--to node1]   # --from node0,node2: incast
     python -m minitorch_dist.cluster down [--name NAME | --all]  # idempotent, also after a crash
 
 NAME (default mtd, or $MTD_CLUSTER) lets several clusters coexist (tests use unique names).
@@ -29,8 +29,10 @@ def _name(opts) -> str:
 def _loaded(opts):
     st = state_mod.load(_name(opts))
     if st is None:
-        raise SystemExit(f"no cluster {_name(opts)!r} (none recorded under {state_mod.STATE_ROOT}): "
-                         f"start one with `python -m minitorch_dist.cluster up --nodes 2`")
+        others = state_mod.list_clusters()
+        raise SystemExit(f"no cluster {_name(opts)!r} recorded under {state_mod.STATE_ROOT}"
+                         + (f" (there is {', '.join(others)}: pass --name)" if others else "")
+                         + ": start one with `python -m minitorch_dist.cluster up --nodes 2`")
     if st.phase != "up":
         raise SystemExit(f"cluster {st.name!r} is {st.phase!r} (a crash during `up`?): run `down --name {st.name}`")
     return st
@@ -86,8 +88,9 @@ def main(argv=None) -> int:
     mp.add_argument("--ranks-per-node", type=int, default=None)
     mp.add_argument("args", nargs=argparse.REMAINDER)
     bw = sub.add_parser("bandwidth", help="ping-pong bandwidth and latency fit between two nodes")
-    bw.add_argument("--from", dest="a", default="node0")
+    bw.add_argument("--from", dest="a", default="node0", help="a node, or several (node0,node2: incast)")
     bw.add_argument("--to", dest="b", default="node1")
+    bw.add_argument("--bytes", type=int, default=None, help="incast: bytes each sender streams")
     dn = sub.add_parser("down", help="remove everything (idempotent)")
     dn.add_argument("--all", action="store_true", help="every recorded cluster")
     opts = parser.parse_args(argv)
@@ -145,6 +148,13 @@ def main(argv=None) -> int:
             argv_ = launchers.mpirun_argv(st_, opts.args, opts.ranks_per_node)
             print(f"on node0: {' '.join(argv_)}", flush=True)
             return launchers.run_parallel(st_, {st_.nodes[0].hostname: argv_})[st_.nodes[0].hostname]
+        if opts.cmd == "bandwidth" and "," in opts.a:
+            senders = [x for x in opts.a.split(",") if x]
+            nbytes = opts.bytes or int((st_.bits_per_second or 8e9) / 8 * 0.5 / len(senders))
+            r = measure.incast(st_, senders, opts.b, nbytes)
+            conf = f" (configured {st_.bits_per_second / 1e6:g} Mbit/s a link)" if st_.bits_per_second else " (unshaped)"
+            print(f"{' + '.join(senders)} -> {opts.b} at once: {r['bits_per_second'] / 1e6:.1f} Mbit/s in all{conf}")
+            return 0
         if opts.cmd == "bandwidth":
             r = measure.pingpong(st_, opts.a, opts.b)
             print(json.dumps(r, indent=1))
