@@ -188,23 +188,26 @@ def test_mpirun_across_two_nodes_mpi_allreduce(make_cluster, tmp_path):
 
 
 @pytest.mark.slow
-def test_the_command_line_up_status_exec_down():
+def test_the_command_line_up_status_exec_down(capsys):
+    """up, status and exec all in this process (cli.main); exec of one node and down as the
+    command a user types (each of those imports torch: about 1 s)."""
     from tests.cluster.conftest import cluster_reason
     if cluster_reason() is not None:
         pytest.skip(f"emulated cluster unavailable here: {cluster_reason()}")
     name = f"mtdcli{os.getpid() % 100000}"
     cmd = [sys.executable, "-m", "minitorch_dist.cluster", "--name", name]
     try:
-        up = subprocess.run(cmd + ["up", "--nodes", "2", "--bandwidth", "1gbit"], capture_output=True,
-                            text=True, cwd=ROOT, timeout=60)
-        assert up.returncode == 0, up.stderr
-        status = subprocess.run(cmd + ["status", "--json"], capture_output=True, text=True, cwd=ROOT, timeout=60)
-        report = json.loads(status.stdout)
+        assert cli.main(["--name", name, "up", "--nodes", "2", "--bandwidth", "1gbit"]) == 0
+        capsys.readouterr()
+        assert cli.main(["--name", name, "status", "--json"]) == 0
+        report = json.loads(capsys.readouterr().out)
         assert report["bits_per_second"] == 1e9 and len(report["shaping"]) == 4
         assert 0 < report["tcp_rtt"]["median_s"] < 0.05
-        ex = subprocess.run(cmd + ["exec", "all", "sh", "-c", "echo $(hostname) $MTD_NODE_RANK"],
-                            capture_output=True, text=True, cwd=ROOT, timeout=60)
-        assert sorted(ex.stdout.splitlines()) == ["[node0] node0 0", "[node1] node1 1"]
+        assert cli.main(["--name", name, "exec", "all", "sh", "-c", "echo $(hostname) $MTD_NODE_RANK"]) == 0
+        assert sorted(capsys.readouterr().out.splitlines()) == ["[node0] node0 0", "[node1] node1 1"]
+        one = subprocess.run(cmd + ["exec", "node1", "--", "sh", "-c", "hostname; exit 3"], capture_output=True,
+                             text=True, cwd=ROOT, timeout=60)
+        assert one.stdout.strip() == "node1" and one.returncode == 3
     finally:
         down = subprocess.run(cmd + ["down"], capture_output=True, text=True, cwd=ROOT, timeout=60)
         teardown(name)
