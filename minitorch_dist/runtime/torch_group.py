@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gc
 import os
+import socket
 from contextlib import contextmanager
 
 import torch
@@ -23,7 +24,9 @@ def torch_default_group(group):
     """torch.distributed's default process group (gloo) over the ranks of `group`, for this block.
 
     Rank 0 hosts a TCPStore on a port the OS picks (no fixed port, no race for it) and
-    broadcasts the port with our own group; MASTER_ADDR names rank 0's host (default 127.0.0.1).
+    broadcasts the port and its hostname with our own group; MASTER_ADDR names rank 0's host.
+    Without MASTER_ADDR (mpirun sets none), a rank on rank 0's host connects to 127.0.0.1 and a
+    rank on another node to rank 0's hostname.
     """
     if dist.is_initialized():            # someone else's (e.g. under torchrun): use it as it is
         if dist.get_world_size() != group.size:
@@ -31,12 +34,20 @@ def torch_default_group(group):
                                f"{dist.get_world_size()} ranks, but the group has {group.size}")
         yield
         return
-    host = os.environ.get("MASTER_ADDR", "127.0.0.1")
-    store = dist.TCPStore(host, 0, group.size, True, wait_for_workers=False) if group.rank == 0 else None
-    port = torch.tensor([store.port if store is not None else 0], dtype=torch.int64)
-    group.broadcast(port, src=0)
+    host = os.environ.get("MASTER_ADDR")
+    store = dist.TCPStore(host or "127.0.0.1", 0, group.size, True, wait_for_workers=False) if group.rank == 0 else None
+    info = torch.zeros(8 + 256, dtype=torch.uint8)        # rank 0's port (8 bytes) and hostname
+    if store is not None:
+        name = socket.gethostname().encode()[:256]
+        info[:8] = torch.frombuffer(bytearray(store.port.to_bytes(8, "little")), dtype=torch.uint8)
+        info[8:8 + len(name)] = torch.frombuffer(bytearray(name), dtype=torch.uint8)
+    group.broadcast(info, src=0)
     if store is None:
-        store = dist.TCPStore(host, int(port), group.size, False)
+        raw = bytes(info.tolist())
+        port, name = int.from_bytes(raw[:8], "little"), raw[8:].rstrip(b"\0").decode()
+        if host is None:       # across nodes (mpirun): rank 0's hostname; on its host: loopback
+            host = "127.0.0.1" if name == socket.gethostname() else name
+        store = dist.TCPStore(host, port, group.size, False)
     dist.init_process_group("gloo", store=store, rank=group.rank, world_size=group.size)
     try:
         yield
