@@ -1,28 +1,35 @@
 """Across the nodes of a cluster: every rank reports its hostname and address, and the ranks
-all-reduce their rank numbers. Run it under a launcher (on the emulated cluster, as root):
+all-reduce their rank numbers, with the kit's group and with torch.distributed's own (gloo, as the
+homework benchmarks build it: minitorch_dist.runtime.torch_group). Run it under a launcher (on the emulated cluster, as root):
 
     .venv/bin/python -m minitorch_dist.cluster torchrun examples/cluster/hostnames.py   # gloo
     .venv/bin/python -m minitorch_dist.cluster mpirun .venv/bin/python examples/cluster/hostnames.py  # mpi
 
-Rank 0 prints one line `CLUSTER-RESULT {json}`: each rank's hostname, the all-reduce sum and the
-expected p(p-1)/2, the backend, and how many distinct hosts took part.
+Rank 0 prints one line `CLUSTER-RESULT {json}`: each rank's hostname, the all-reduce sums (kit's and
+torch's) and the expected p(p-1)/2, the backend, and how many distinct hosts took part.
 """
 
 import json
 import socket
 
 import torch
+import torch.distributed as dist
 
 from minitorch_dist import launch
 from minitorch_dist.runtime.env import detect_external
+from minitorch_dist.runtime.torch_group import torch_default_group
 
 
 def report(group, n: int):
     x = torch.full((n,), float(group.rank))
     total = group.all_reduce(x.clone())
+    with torch_default_group(group):
+        y = torch.full((n,), float(group.rank))
+        dist.all_reduce(y)
     host = socket.gethostname()
     return {"rank": group.rank, "hostname": host, "address": socket.gethostbyname(host),
-            "sum": total[0].item(), "all_equal": bool((total == total[0]).all())}
+            "sum": total[0].item(), "all_equal": bool((total == total[0]).all()),
+            "torch_sum": y[0].item(), "torch_all_equal": bool((y == y[0]).all())}
 
 
 if __name__ == "__main__":

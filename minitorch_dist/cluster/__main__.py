@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
 
 from . import launchers, measure, nodes, preflight, shaping, state as state_mod
@@ -64,6 +65,10 @@ def _print_status(r: dict) -> None:
               + (f"; ping {r['ping_rtt_s'] * 1e6:.0f} us" if r.get("ping_rtt_s") else "; no ping on this machine"))
 
 
+def _terminated(signum, frame):
+    raise SystemExit(128 + signum)      # unwinds through run_parallel, which ends its commands
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m minitorch_dist.cluster",
                                      description="An emulated cluster on this machine (root, Linux).")
@@ -94,6 +99,8 @@ def main(argv=None) -> int:
     dn = sub.add_parser("down", help="remove everything (idempotent)")
     dn.add_argument("--all", action="store_true", help="every recorded cluster")
     opts = parser.parse_args(argv)
+    if argv is None:     # the command itself: a SIGTERM (timeout, kill) ends the node commands it started
+        signal.signal(signal.SIGTERM, _terminated)
     for attr in ("command", "args"):          # `exec node0 -- cmd` and `exec node0 cmd` both work
         rest = getattr(opts, attr, None)
         if rest and rest[0] == "--":

@@ -165,6 +165,7 @@ def test_torchrun_across_two_nodes_gloo_allreduce(make_cluster, tmp_path):
     assert r["backend"] == "gloo" and r["world_size"] == 2 and r["hosts"] == ["node0", "node1"]
     assert [v["address"] for v in r["ranks"]] == ["10.231.0.1", "10.231.0.2"]
     assert all(v["sum"] == 1.0 and v["all_equal"] for v in r["ranks"])
+    assert all(v["torch_sum"] == 1.0 and v["torch_all_equal"] for v in r["ranks"])
     assert tx_bytes(st, "node1") - sent > 200_000       # its 256 KB of the all-reduce crossed the link
 
 
@@ -182,6 +183,9 @@ def test_mpirun_across_two_nodes_mpi_allreduce(make_cluster, tmp_path):
     assert r["backend"] == "mpi" and r["world_size"] == 4 and r["hosts"] == ["node0", "node1"]
     assert [v["hostname"] for v in r["ranks"]] == ["node0", "node0", "node1", "node1"]
     assert all(v["sum"] == 6.0 and v["all_equal"] for v in r["ranks"])
+    # torch's own gloo group as the homework benchmarks build it (torch_default_group): mpirun sets
+    # no MASTER_ADDR, so node1's ranks must learn rank 0's host
+    assert all(v["torch_sum"] == 6.0 and v["torch_all_equal"] for v in r["ranks"])
     # the all-reduce's 256 KB per rank crossed the link (UCX held to TCP: not the nodes' shared memory)
     assert tx_bytes(st, "node1") - sent > 200_000
     assert "UCX_TLS" in argv
