@@ -62,6 +62,49 @@ def test_fit_clips_a_negative_intercept():
     expect_close("fit_alpha_beta's beta", beta, BETA, 0.01, why)
 
 
+def relative_fit(sizes, seconds, through_origin=False, weighted=True) -> tuple[float, float]:
+    """The docstring's fit, computed here: least squares of (alpha + n*beta - t) / t (rows weighted by 1/t)."""
+    n, t = np.asarray(sizes, dtype=float), np.asarray(seconds, dtype=float)
+    w = 1.0 / t if weighted else np.ones_like(t)
+    A = np.stack([np.ones_like(n), n], axis=1) * w[:, None]
+    if through_origin:
+        return 0.0, float(np.linalg.lstsq(A[:, 1:], t * w, rcond=None)[0][0])
+    alpha, beta = np.linalg.lstsq(A, t * w, rcond=None)[0]
+    return float(alpha), float(beta)
+
+
+@pytest.mark.task1_1
+@pytest.mark.points(1)
+def test_fit_minimises_relative_residuals_off_a_line():
+    """Times that no line fits (eager messages up to 64 KiB, rendezvous above): the fit must be the
+    minimiser of the relative residuals, not merely close to some line (rows scaled by 1/t^2 miss it
+    by 20% here, and by less than the noise tests' 5% on data near a line)."""
+    sizes = np.array([8, 64, 512, 4096, 32768, 65536, 262144, 1 << 20, 1 << 22, 1 << 24], dtype=float)
+    t = np.where(sizes <= 65536, ALPHA + sizes * BETA, 10 * ALPHA + sizes * 1.2 * BETA)
+    alpha, beta = fit_on_rank(sizes.tolist(), t.tolist())
+    want = relative_fit(sizes, t)
+    why = (f" on times {t.tolist()} for sizes {sizes.tolist()} (not on one line): the fit minimises the sum of "
+           f"((alpha + n*beta - t) / t)^2, i.e. each row of the least squares is scaled by 1/t once")
+    expect_close("fit_alpha_beta's alpha", alpha, want[0], 1e-4, why)
+    expect_close("fit_alpha_beta's beta", beta, want[1], 1e-4, why)
+
+
+@pytest.mark.task1_1
+@pytest.mark.points(1)
+def test_fit_refits_beta_after_clipping_alpha():
+    """The best line has intercept -1 us; clipped at alpha = 0, beta must be refit through the origin
+    (about 1.26e-8 weighted by 1/t, 1.67e-8 unweighted: both accepted), not kept from the joint fit (2e-8)."""
+    sizes, t = [100, 200, 400], [1e-6, 3e-6, 7e-6]                  # t = -1e-6 + 2e-8 n exactly
+    alpha, beta = fit_on_rank(sizes, t)
+    why = f" on times {t} for sizes {sizes}, whose best line t = -1e-06 + 2e-08 n has a negative intercept"
+    expect_equal("fit_alpha_beta's alpha", alpha, 0.0, why)
+    refits = [relative_fit(sizes, t, through_origin=True, weighted=w)[1] for w in (True, False)]
+    if not any(isinstance(beta, (int, float)) and math.isclose(beta, b, rel_tol=1e-4) for b in refits):
+        fail(f"HW1 task 1.1: fit_alpha_beta's beta = {beta!r}{why}; with alpha clipped to 0, refit beta alone "
+             f"through the origin: expected {refits[0]!r} (rows weighted by 1/t, within 1e-4 relative), not the "
+             f"joint fit's slope 2e-08")
+
+
 @pytest.mark.task1_1
 @pytest.mark.points(1)
 @pytest.mark.parametrize("sizes,seconds", [([1024], [1e-5]), ([1024] * 3, [1e-5, 1.1e-5, 0.9e-5]),
