@@ -172,7 +172,7 @@ def run_batched(rank_fn, cases, p: int, key, describe, backend: str = "gloo", ne
             failed = getattr(err, "cause", None)
             if not isinstance(failed, CaseFailed):
                 _run_apart(rank_fn, cases, pending, out, p, key, describe, backend, network, leaked, err, options,
-                           inputs)
+                           inputs, check_wire)
                 break
             i = pending[failed.index]
             later = set(pending[failed.index + 1:])        # not reached: cases before it succeeded
@@ -187,7 +187,7 @@ def run_batched(rank_fn, cases, p: int, key, describe, backend: str = "gloo", ne
                                    f"({failed.exc_type} in {describe(cases[i], p)})")
                 pending.remove(j)
             continue
-        forged = wire_problems(result) if check_wire else None
+        forged = wire_problems(result, traced=options.get("trace", False)) if check_wire else None
         if forged:
             for i in pending:
                 out[i] = ("error", forged)
@@ -213,12 +213,14 @@ def run_batched(rank_fn, cases, p: int, key, describe, backend: str = "gloo", ne
     return out
 
 
-def wire_problems(result) -> str | None:
+def wire_problems(result, traced: bool = False) -> str | None:
     """The run's counters against the bytes the kernel counted between its rank processes
-    (RunResult.wire: gloo, when measured): why they cannot both be true, or None."""
+    (RunResult.wire: gloo, when measured): why they cannot both be true, or None. traced: the run
+    recorded its trace (launch(trace=True)), whose groups tell which collectives ran on one rank."""
     if getattr(result, "wire", None) is None:
         return None
-    problems = disagreements(result.counters, result.wire)      # wire_unseen: not yet (see autograder README)
+    problems = disagreements(result.counters, result.wire, traced=traced,   # wire_unseen: not yet (README)
+                             events=result.events if traced else None)
     if not problems:
         return None
     return ("the messages counted in the rank processes (group.counters) disagree with the bytes the "
@@ -228,14 +230,15 @@ def wire_problems(result) -> str | None:
 
 
 def _run_apart(rank_fn, cases, pending, out, p, key, describe, backend, network, leaked, err, options,
-               inputs=None) -> None:
+               inputs=None, check_wire: bool = False) -> None:
     """A launch failed without naming its case (a rank died, a timeout): run each key alone."""
     keys = sorted({key(cases[i]) for i in pending})
     if len(keys) > 1:
         for k in keys:
             mine = [i for i in pending if key(cases[i]) == k]
             got = run_batched(rank_fn, [cases[i] for i in mine], p, key, describe, backend, network, leaked,
-                              inputs=None if inputs is None else [inputs[i] for i in mine], **options)
+                              inputs=None if inputs is None else [inputs[i] for i in mine], check_wire=check_wire,
+                              **options)
             for i, o in zip(mine, got):
                 out[i] = o
         return

@@ -13,6 +13,15 @@ loopback packets). Only TCP connections whose two ends both belong to rank proce
 they forked) count, so the ranks' traffic with the launcher (task, replies, the rendezvous store) is
 left out and a side channel the ranks open between themselves is counted.
 
+Connections opened and closed within the run (a sub-group's: `group.subgroup(...)` opens gloo
+connections that the run's end closes before the ranks reply) are gone from the second dump. The
+kernel announces each TCP socket it frees, with its final tcp_info, to a sock_diag multicast group
+(SKNLGRP_INET_TCP_DESTROY, what `ss -E` reads): RunMeter listens there during the run and adds up
+what those sockets received (`Wire.closed`), with the orphaned sockets (closed by their process,
+not yet freed) of the second dump. That total is not attributed to ranks (a freed socket no longer
+names its process) and, outside a private network namespace, includes other runs' connections:
+traffic_check uses it only as slack on the lower bounds, never as traffic a rank may hide.
+
 What it sees: TCP over any interface, in the caller's network namespace (the grader's test process
 shares it with the ranks). What it does not: shared memory (MPICH's default between local ranks),
 threads of one process (the sim backend), UDP. The bytes include each message's framing (the
@@ -25,6 +34,7 @@ from __future__ import annotations
 import os
 import socket
 import struct
+import time
 from dataclasses import dataclass
 
 _SOCK_DIAG, _BY_FAMILY, _DONE, _ERROR = 4, 20, 3, 2           # NETLINK_SOCK_DIAG, SOCK_DIAG_BY_FAMILY, NLMSG_*
@@ -32,6 +42,8 @@ _REQUEST_DUMP = 0x1 | 0x300                                    # NLM_F_REQUEST |
 _INFO = 2                                                      # INET_DIAG_INFO: struct tcp_info
 _RECEIVED_AT, _SENT_AT, _SEGS_AT = 128, 200, 136               # tcpi_bytes_received, _bytes_sent (4.19+), _segs_out
 _HEADER = struct.Struct("=IHHII")
+_DESTROY_GROUPS = (1, 3)                                       # SKNLGRP_INET_TCP_DESTROY, SKNLGRP_INET6_TCP_DESTROY
+_SOL_NETLINK, _ADD_MEMBERSHIP, _NO_BUFFERS = 270, 1, 105      # SOL_NETLINK, NETLINK_ADD_MEMBERSHIP, ENOBUFS
 
 
 @dataclass(frozen=True)
@@ -42,6 +54,7 @@ class Sock:
     received: int
     segments: int = 0
     uid: int = -1                     # the socket's owner, as the kernel records it
+    cookie: int = 0                   # the kernel's id of the socket (kept after its process lets go)
 
 
 def available() -> bool:
@@ -54,7 +67,8 @@ def available() -> bool:
 
 
 def _dump(family: int) -> dict[int, Sock]:
-    """Every TCP socket of `family` in this network namespace: {inode: Sock}."""
+    """Every TCP socket of `family` in this network namespace: {inode: Sock}; sockets no process
+    holds any more (inode 0: closed, still shutting down) under -cookie."""
     with socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, _SOCK_DIAG) as nl:
         req = struct.pack("=BBBBI", family, socket.IPPROTO_TCP, 1 << (_INFO - 1), 0, 0xFFFFFFFF) + bytes(48)
         nl.sendto(_HEADER.pack(_HEADER.size + len(req), _BY_FAMILY, _REQUEST_DUMP, 1, 0) + req, (0, 0))
@@ -89,6 +103,7 @@ def _parse(family: int, body: bytes):
     sport, dport = struct.unpack_from(">HH", body, 4)
     width = 4 if family == socket.AF_INET else 16
     src, dst = socket.inet_ntop(family, body[8:8 + width]), socket.inet_ntop(family, body[24:24 + width])
+    cookie, = struct.unpack_from("=Q", body, 44)
     uid, inode = struct.unpack_from("=II", body, 64)
     at = 72
     while at + 4 <= len(body):
@@ -100,7 +115,7 @@ def _parse(family: int, body: bytes):
             sent, = struct.unpack_from("=Q", info, _SENT_AT)
             received, = struct.unpack_from("=Q", info, _RECEIVED_AT)
             segments, = struct.unpack_from("=I", info, _SEGS_AT)
-            return inode, Sock((src, sport), (dst, dport), sent, received, segments, uid)
+            return inode or -cookie, Sock((src, sport), (dst, dport), sent, received, segments, uid, cookie)
         at += (size + 3) & ~3
     return None
 
@@ -141,7 +156,7 @@ def snapshot(rank_pids: dict[int, list[int]]) -> Snapshot:
 
 def between(before: Snapshot, after: Snapshot, world_size: int) -> list[tuple[int, int]]:
     """[(bytes sent to other ranks, bytes received from them)] per rank between two snapshots."""
-    by_end = {(s.local, s.remote): inode for inode, s in after.sockets.items() if inode}
+    by_end = {(s.local, s.remote): inode for inode, s in after.sockets.items() if inode > 0}
     out = [[0, 0] for _ in range(world_size)]
 
     def received(inode: int) -> int:
@@ -186,6 +201,8 @@ VAR = "MINITORCH_DIST_KERNEL_TRAFFIC"         # "1": launch() measures gloo runs
 PRIVATE_NETNS_VAR = "MINITORCH_DIST_PRIVATE_NETNS"   # "1": this network namespace holds one run at a time
 HEADER_BYTES = 52            # IPv4 + TCP with timestamps: what each segment adds to the namespace's octets
 UNSEEN_ALLOWANCE = 4096      # bytes of connection set-up and tear-down the namespace check lets pass
+_FREED_GRACE, _FREED_STEP = 0.05, 0.005   # seconds done() waits, in steps, for announcements of sockets
+                                          # closed during the run (only when some were)
 
 
 def namespace_octets() -> tuple[int, int]:
@@ -203,9 +220,9 @@ def namespace_octets() -> tuple[int, int]:
 def unseen_bytes(before: Snapshot, after: Snapshot, octets_before: tuple, octets_after: tuple) -> int:
     """Payload that crossed the namespace but no open socket accounts for: connections opened and
     closed within the run (a side channel). Valid only when the namespace holds this run alone."""
-    seen = sum(s.sent - (before.sockets[i].sent if i in before.sockets else 0) for i, s in after.sockets.items())
-    segments = sum(s.segments - (before.sockets[i].segments if i in before.sockets else 0)
-                   for i, s in after.sockets.items())
+    old = {s.cookie: s for s in before.sockets.values()}      # by cookie: a socket closed since is under -cookie
+    seen = sum(s.sent - (old[s.cookie].sent if s.cookie in old else 0) for s in after.sockets.values())
+    segments = sum(s.segments - (old[s.cookie].segments if s.cookie in old else 0) for s in after.sockets.values())
     octets, all_segments = (a - b for a, b in zip(octets_after, octets_before))
     return octets - seen - HEADER_BYTES * all_segments if all_segments >= segments else octets - seen
 
@@ -226,7 +243,7 @@ def _far_ends(links: list[tuple], sockets: dict) -> list[int | None]:
     """The inode of the socket at the far end of each connection (its own address, its peer's), or
     None where the dump has none. Both ends are matched: Linux gives one ephemeral port to several
     connections that go to different peers, so a local address alone can name another test's socket."""
-    by_ends = {(s.local, s.remote): inode for inode, s in sockets.items() if inode}
+    by_ends = {(s.local, s.remote): inode for inode, s in sockets.items() if inode > 0}
     return [by_ends.get(link) for link in links]
 
 
@@ -260,6 +277,75 @@ def processes_owned_by(uids: set[int]) -> list[int]:
     return found
 
 
+class Wire(list):
+    """RunMeter.done()'s answer: [(bytes sent to other ranks, bytes received from them)] per rank, and
+    `closed`: bytes received by TCP sockets of this network namespace that were closed during the
+    run (sub-groups' connections; in a shared namespace, other runs' too), None where the kernel's
+    announcements could not be read in full (then no lower bound may rest on the per-rank counts)."""
+
+    closed: int | None = 0
+
+
+class DestroyListener:
+    """The kernel's announcements of freed TCP sockets (each with its final tcp_info), from now on."""
+
+    def __init__(self):
+        self.sock = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, _SOCK_DIAG)
+        try:
+            for option in (33, socket.SO_RCVBUF):          # SO_RCVBUFFORCE (root), else what is allowed
+                try:
+                    self.sock.setsockopt(socket.SOL_SOCKET, option, 8 << 20)
+                    break
+                except OSError:
+                    continue
+            self.sock.bind((0, 0))
+            for group in _DESTROY_GROUPS:
+                self.sock.setsockopt(_SOL_NETLINK, _ADD_MEMBERSHIP, group)
+            self.sock.setblocking(False)
+        except OSError:
+            self.sock.close()
+            raise
+        self.freed: dict[int, Sock] = {}                 # cookie -> final counts
+        self.complete = True                             # False once the kernel dropped announcements
+
+    def drain(self) -> None:
+        while True:
+            try:
+                data = self.sock.recv(1 << 20)
+            except BlockingIOError:
+                return
+            except OSError as err:
+                if err.errno != _NO_BUFFERS:
+                    raise
+                self.complete = False                    # the buffer overflowed: some were lost
+                continue
+            pos = 0
+            while pos + _HEADER.size <= len(data):
+                length = _HEADER.unpack_from(data, pos)[0]
+                body = data[pos + _HEADER.size:pos + length]
+                pos += (length + 3) & ~3
+                if len(body) >= 72 and body[0] in (socket.AF_INET, socket.AF_INET6):
+                    parsed = _parse(body[0], body)
+                    if parsed is not None:
+                        self.freed[parsed[1].cookie] = parsed[1]
+            if not data:
+                return
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def closed_bytes(before: Snapshot, after: Snapshot, freed: dict[int, Sock]) -> int:
+    """Bytes received, between two snapshots, by sockets closed meanwhile: those the kernel freed
+    (`freed`, by cookie) and those no process holds in `after` (shutting down)."""
+    old = {s.cookie: s.received for s in before.sockets.values() if s.cookie}
+    final = {key: s for key, s in freed.items()}
+    for key, s in after.sockets.items():
+        if key < 0 and s.cookie not in final:
+            final[s.cookie] = s
+    return sum(max(0, s.received - old.get(cookie, 0)) for cookie, s in final.items())
+
+
 class RunMeter:
     """Measures one run: make it before the tasks go out, call done() once every reply is in."""
 
@@ -268,6 +354,10 @@ class RunMeter:
         candidates: the processes the ranks may be among; find() lists them again after the run
         (ranks may fork), default: the same list."""
         self.find = find or (lambda: candidates)
+        try:
+            self.freed: DestroyListener | None = DestroyListener()   # before the first snapshot: no gap
+        except OSError:
+            self.freed = None
         self.roots = rank_roots(links, candidates, sockets)
         self.private = os.environ.get(PRIVATE_NETNS_VAR) == "1"
         self.octets = namespace_octets() if self.private else None
@@ -282,16 +372,42 @@ class RunMeter:
                 rank_pids[rank] = next(trees)
         return snapshot(rank_pids)
 
-    def done(self) -> list[tuple[int, int]] | None:
-        """Per rank (bytes sent to other ranks, bytes received from them); None if a rank's process
-        could not be found (then nothing is claimed)."""
-        if None in self.roots:
-            return None
+    def done(self) -> Wire | None:
+        """Per rank (bytes sent to other ranks, bytes received from them), with `closed` (Wire); None
+        if a rank's process could not be found (then nothing is claimed)."""
         try:
+            if None in self.roots:
+                return None
             after = self._snapshot(self.find())
             if self.private:
                 self.unseen = unseen_bytes(self.before, after, self.octets, namespace_octets())
-            return between(self.before, after, len(self.roots))
+            wire = Wire(between(self.before, after, len(self.roots)))
+            wire.closed = self._closed(after)
+            return wire
         except OSError:
             return None
+        finally:
+            if self.freed is not None:
+                self.freed.close()
+
+    def _closed(self, after: Snapshot) -> int | None:
+        """Bytes of connections closed during the run (Wire.closed); None when unknown."""
+        if self.freed is None:
+            return None
+        self.freed.drain()
+        if self.freed.freed or any(key < 0 for key in after.sockets):
+            # sockets closed just now: the kernel announces them from a work queue, so wait until a
+            # short pause brings no new announcement (at most _FREED_GRACE in all)
+            waited, known = 0.0, -1
+            while len(self.freed.freed) != known and waited < _FREED_GRACE:
+                known = len(self.freed.freed)
+                time.sleep(_FREED_STEP)
+                waited += _FREED_STEP
+                self.freed.drain()
+        if not self.freed.complete:
+            return None
+        closed = closed_bytes(self.before, after, self.freed.freed)
+        if self.unseen is not None:      # a namespace of its own: the octet count holds them all
+            closed = max(closed, self.unseen)
+        return closed
 

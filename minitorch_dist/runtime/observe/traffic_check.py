@@ -1,10 +1,45 @@
 """The runtime's counters of a run against the bytes the kernel counted (kernel_traffic.py).
 
-    problems = disagreements(result.counters, result.wire)      # [] when both can be true
+    problems = disagreements(result.counters, result.wire, traced=True, events=result.events)   # [] if both can hold
 
-The counters are written in the rank processes; the kernel's counts are not. A rank cannot have
-sent less than its counters' payload plus each message's framing, nor much more: the bounds below
-are what gloo's transport and the kit's framing were measured to add.
+The counters are written in the rank processes; the kernel's counts are not. Each rank's counters
+give a lower and an upper bound on the bytes it sent to the other ranks and received from them;
+the kernel's counts must lie between. The bounds of each op add up, so runs that mix point-to-point
+messages and the provided collectives are checked as a whole.
+
+Point-to-point (send, recv, isend, irecv, sendrecv, barrier): the payload plus each message's
+framing, as measured (gloo over TCP, 0 B to 4 MiB): 224-416 B a message sent, up to 1,280 B for a
+4 MiB message sent in parts, 48-144 B of acknowledgement a message received, a barrier 144-432 B.
+
+Provided collectives (all_reduce, reduce_scatter, all_gather, broadcast: gloo's own algorithms; the
+counters keep, per op, its calls and the bytes of the local input tensor, n). Measured per rank at
+p = 2..8 ranks, n = 0 B to 4 MiB (32 MiB reduce_scatter inputs), in 9 dtypes (tests/runtime/
+test_kernel_traffic_collectives.py repeats a sample), on a group of k ranks:
+
+    all_reduce      sent = received = 2(k-1)/k * w*n + 144-4,200 B   (a ring; w = 2 for int16, uint16,
+                                                                       uint32, uint64, 4 for float8: the
+                                                                       kit reduces them in a wider type)
+    reduce_scatter  sent = received = 2(k-1)/k * w*n + up to k times the all_reduce's framing (gloo runs
+                                      k all-reduces of n/k)
+    all_gather      sent = received = (k-1) * n + 144-2,100 B        (a ring)
+    broadcast       the root sends fanout * n (fanout 1-3 at k <= 8: a tree), every other rank receives
+                    n and relays it to its children or sends 48 B of acknowledgement; which rank is the
+                    root the counters do not say
+    n = 0           a barrier (144-432 B each way)
+
+Lower bounds (what a rank must have moved; claimed traffic that did not happen fails here). On
+k >= 2 ranks every all_reduce, reduce_scatter and all_gather sends and receives at least n bytes (the
+smallest measured: n + 144 B); a broadcast's rank either sent n (the root) or received it, so
+sent + received >= n. A collective on a group of one rank moves nothing: the counters do not record
+the group, so the lower bound takes the groups from the trace (`events`, their `group` names); on an
+untraced run (`traced=False`) collectives get no lower bound, only the upper one. Sub-groups' own
+connections are closed at the end of the run, before the kernel's second count: what they carried
+is `wire.closed` (not attributed to ranks), which every lower bound may draw on.
+
+Upper bounds (generous; extra traffic hidden inside counted collectives fails here): the most any
+group of k <= p ranks sends or receives for the call, with w = 4 (the counters do not record the
+dtype): 8(p-1)/p * n for all_reduce and reduce_scatter, (p-1) * n for all_gather and broadcast,
+plus 640(p-1) + 512 B of framing a call (p times that for reduce_scatter), plus 1/256 of the payload.
 """
 
 from __future__ import annotations
@@ -21,31 +56,128 @@ SEND_OVERHEAD, RECV_OVERHEAD, OTHER_OP_OVERHEAD, PAYLOAD_SHARE = 512, 192, 512, 
 # payload than was sent
 SEND_FRAMING_MIN, RECV_FRAMING_MIN = 200, 40
 POINT_TO_POINT = {"send", "recv", "isend", "irecv", "sendrecv", "barrier"}
+COLLECTIVES = {"all_reduce", "reduce_scatter", "all_gather", "broadcast"}
+WIDEST = 4                   # float8 is reduced as float32 (transports/gloo.py _WIDER): 4x the counted bytes
+COLLECTIVE_FRAMING_MIN = 64  # B each way a call of all_reduce, reduce_scatter, all_gather (measured: >= 144)
+BROADCAST_FRAMING_MIN = 32   # B each way a broadcast (measured: >= 48, a leaf's acknowledgement)
 
 
-def disagreements(counters: list, wire: list[tuple[int, int]], unseen: int | None = None) -> list[str]:
+def collective_framing(p: int) -> int:
+    """The most framing one call of a collective adds per rank, each way, on a group of at most p
+    ranks (measured: up to 4,032 B at p = 8, 288 B a ring step; this allows 640 B a step)."""
+    return 640 * (p - 1) + 512
+
+
+def collective_bounds(op: str, calls: int, nbytes: int, p: int) -> tuple[float, float]:
+    """(the most a rank sends, the most it receives) for `calls` calls of `op` on groups of at most p
+    ranks whose local inputs total `nbytes` (Counters' calls and tensor_bytes)."""
+    if op in ("all_reduce", "reduce_scatter"):
+        payload = WIDEST * 2 * (p - 1) / p * nbytes
+        framing = collective_framing(p) * (p if op == "reduce_scatter" else 1)
+    else:                                               # all_gather, broadcast (moved as bytes)
+        payload = max(1, p - 1) * nbytes
+        framing = collective_framing(p)
+    most = payload * (1 + PAYLOAD_SHARE) + framing * calls
+    return most, most
+
+
+def group_size(name: str, world: int) -> int:
+    """Members of a group from its trace name: "world", or "group[0, 2]" (with "#1" when made again)."""
+    if not name.startswith("group["):
+        return world
+    inside = name[len("group["):name.find("]")]
+    return len([r for r in inside.split(",") if r.strip()])
+
+
+def lone_collectives(events, world: int) -> list[dict[str, tuple[int, int]]]:
+    """Per rank {op: (calls, bytes)} of the collectives it ran on groups of one rank, from the trace."""
+    out: list[dict[str, list[int]]] = [{} for _ in range(world)]
+    for e in events or ():
+        if e.group != "world" and e.op in COLLECTIVES and 0 <= e.rank < world and group_size(e.group, world) < 2:
+            c = out[e.rank].setdefault(e.op, [0, 0])
+            c[0] += 1
+            c[1] += e.nbytes
+    return [{op: (c[0], c[1]) for op, c in d.items()} for d in out]
+
+
+def rank_bounds(c, p: int, lone: dict | None) -> tuple[dict, dict]:
+    """A rank's (lower bounds, upper bounds) from its Counters `c`: lower {"sent", "received",
+    "either"} (either: sent + received), upper {"sent", "received"}. `lone`: its collectives on
+    groups of one rank (lone_collectives), or None when the run was not traced (then collectives have
+    no lower bound)."""
+    p2p = {name: count for name, count in c.by_op.items() if name not in COLLECTIVES}
+    msgs_sent = sum(x.messages_sent for x in p2p.values())
+    msgs_recv = sum(x.messages_recv for x in p2p.values())
+    bytes_sent = sum(x.bytes_sent for x in p2p.values())
+    bytes_recv = sum(x.bytes_recv for x in p2p.values())
+    barriers = sum(x.calls for name, x in p2p.items() if name == "barrier")
+    most_sent = bytes_sent * (1 + PAYLOAD_SHARE) + SEND_OVERHEAD * msgs_sent + RECV_OVERHEAD * msgs_recv + \
+        OTHER_OP_OVERHEAD * barriers
+    most_recv = bytes_recv * (1 + PAYLOAD_SHARE) + SEND_OVERHEAD * msgs_recv + RECV_OVERHEAD * msgs_sent + \
+        OTHER_OP_OVERHEAD * barriers
+    least = {"sent": bytes_sent + SEND_FRAMING_MIN * msgs_sent + RECV_FRAMING_MIN * msgs_recv,
+             "received": bytes_recv + SEND_FRAMING_MIN * msgs_recv + RECV_FRAMING_MIN * msgs_sent, "either": 0}
+    for op in COLLECTIVES & set(c.by_op):
+        count = c.by_op[op]
+        up_sent, up_recv = collective_bounds(op, count.calls, count.tensor_bytes, p)
+        most_sent += up_sent
+        most_recv += up_recv
+        if lone is None:
+            continue
+        lone_calls, lone_bytes = lone.get(op, (0, 0))
+        calls, nbytes = max(0, count.calls - lone_calls), max(0, count.tensor_bytes - lone_bytes)
+        if op == "broadcast":
+            least["sent"] += BROADCAST_FRAMING_MIN * calls
+            least["received"] += BROADCAST_FRAMING_MIN * calls
+            least["either"] += nbytes
+        else:
+            least["sent"] += nbytes + COLLECTIVE_FRAMING_MIN * calls
+            least["received"] += nbytes + COLLECTIVE_FRAMING_MIN * calls
+    return least, {"sent": most_sent, "received": most_recv}
+
+
+def disagreements(counters: list, wire: list[tuple[int, int]], unseen: int | None = None,
+                  traced: bool = False, events=None, closed: int | None = None) -> list[str]:
     """Where the runtime's counters of a run (Counters per rank, written in the rank processes) and the
-    kernel's counts (`wire`) cannot both be true: a rank that sent fewer bytes to the other ranks
-    than its counters claim, or more than they allow (payload plus framing per message); and
-    `unseen` bytes (RunResult.wire_unseen) past an allowance. [] when they agree; the per-rank check
-    is left out when a rank used an op it does not model (the provided collectives)."""
+    kernel's counts (`wire`) cannot both be true: a rank that sent or received fewer bytes than its
+    counters claim (short of `closed`: what connections closed during the run carried, Wire.closed
+    unless given; None: unknown, then no lower bound is checked), or more than they allow; and
+    `unseen` bytes (RunResult.wire_unseen) past an allowance. traced/events: whether the run recorded
+    its trace, and its events (collectives' groups; see the module's notes). [] when they agree."""
     problems = []
     if unseen is not None and unseen > UNSEEN_ALLOWANCE + sum(s for s, _ in wire) // 200:
         problems.append(f"{unseen} B crossed the network on connections opened and closed during the run, "
                         f"outside the Group's messages (a side channel between processes)")
-    if any(set(c.by_op) - POINT_TO_POINT for c in counters):
-        return problems
+    p = len(counters)
+    if closed is None:
+        closed = getattr(wire, "closed", 0)
+    lone = lone_collectives(events, p) if traced else [None] * p
+    total_least = total_seen = 0
     for rank, (c, (sent, received)) in enumerate(zip(counters, wire)):
-        other = sum(count.calls for name, count in c.by_op.items() if name == "barrier")
-        most_sent = c.bytes_sent * (1 + PAYLOAD_SHARE) + SEND_OVERHEAD * c.messages_sent + RECV_OVERHEAD * c.messages_recv + \
-            OTHER_OP_OVERHEAD * other
-        most_received = c.bytes_recv * (1 + PAYLOAD_SHARE) + SEND_OVERHEAD * c.messages_recv + RECV_OVERHEAD * c.messages_sent + \
-            OTHER_OP_OVERHEAD * other
-        least_sent = c.bytes_sent + SEND_FRAMING_MIN * c.messages_sent + RECV_FRAMING_MIN * c.messages_recv
-        least_received = c.bytes_recv + SEND_FRAMING_MIN * c.messages_recv + RECV_FRAMING_MIN * c.messages_sent
-        if not least_sent <= sent <= most_sent or not least_received <= received <= most_received:
+        least, most = rank_bounds(c, p, lone[rank])
+        slack = closed if closed is not None else float("inf")
+        short = [f"{least[k]:.0f} B {k}" for k, seen in (("sent", sent), ("received", received))
+                 if seen + slack < least[k]]
+        if least["either"] and sent + received + slack < least["sent"] + least["received"] + least["either"]:
+            short.append(f"{least['sent'] + least['received'] + least['either']:.0f} B sent and received")
+        over = [f"{most[k]:.0f} B {k}" for k, seen in (("sent", sent), ("received", received)) if seen > most[k]]
+        total_least += least["sent"]
+        total_seen += sent
+        if short or over:
+            need = [f"at least {x}" for x in short] + [f"at most {x}" for x in over]
+            extra = f" (and {closed} B crossed on connections closed during the run, not told apart by rank)" \
+                if closed else ""
             problems.append(f"rank {rank}'s counters say it sent {c.messages_sent} messages ({c.bytes_sent} B) and "
-                            f"received {c.messages_recv} ({c.bytes_recv} B), but the kernel counted {sent} B sent "
-                            f"to the other ranks and {received} B received from them (with each message's framing: "
-                            f"{least_sent}-{most_sent:.0f} B sent, {least_received}-{most_received:.0f} B received)")
+                            f"received {c.messages_recv} ({c.bytes_recv} B){_collectives_text(c)}, but the kernel "
+                            f"counted {sent} B sent to the other ranks and {received} B received from them{extra}; "
+                            f"with each message's and collective's framing, those counters need {' and '.join(need)}")
+    if closed is not None and not problems and total_seen + closed < total_least:
+        problems.append(f"the ranks' counters say they sent at least {total_least:.0f} B together, but the kernel "
+                        f"counted {total_seen} B between them (and {closed} B on connections closed during the run)")
     return problems
+
+
+def _collectives_text(c) -> str:
+    ops = [f"{name} x{count.calls} ({count.tensor_bytes} B)" for name, count in sorted(c.by_op.items())
+           if name in COLLECTIVES]
+    return f" and ran {', '.join(ops)}" if ops else ""
