@@ -391,9 +391,11 @@ class RunMeter:
                 self.freed.close()
 
     def _closed(self, after: Snapshot) -> int | None:
-        """Bytes of connections closed during the run (Wire.closed); None when unknown."""
+        """Bytes of connections closed during the run (Wire.closed); None when unknown. In a namespace
+        of its own the octet count (wire_unseen) holds them all, announced or not."""
+        fallback = max(0, self.unseen) if self.unseen is not None else None
         if self.freed is None:
-            return None
+            return fallback
         self.freed.drain()
         if self.freed.freed or any(key < 0 for key in after.sockets):
             # sockets closed just now: the kernel announces them from a work queue, so wait until a
@@ -405,9 +407,7 @@ class RunMeter:
                 waited += _FREED_STEP
                 self.freed.drain()
         if not self.freed.complete:
-            return None
+            return fallback
         closed = closed_bytes(self.before, after, self.freed.freed)
-        if self.unseen is not None:      # a namespace of its own: the octet count holds them all
-            closed = max(closed, self.unseen)
-        return closed
+        return closed if fallback is None else max(closed, fallback)
 

@@ -92,6 +92,8 @@ def group_size(name: str, world: int) -> int:
 def lone_collectives(events, world: int) -> list[dict[str, tuple[int, int]]]:
     """Per rank {op: (calls, bytes)} of the collectives it ran on groups of one rank, from the trace."""
     out: list[dict[str, list[int]]] = [{} for _ in range(world)]
+    if world < 2:                     # the world is one rank: every collective ran alone
+        return [{op: (1 << 62, 1 << 62) for op in COLLECTIVES} for _ in range(world)]
     for e in events or ():
         if e.group != "world" and e.op in COLLECTIVES and 0 <= e.rank < world and group_size(e.group, world) < 2:
             c = out[e.rank].setdefault(e.op, [0, 0])
