@@ -221,4 +221,5 @@ def traffic_layer() -> str:
         return ("unavailable: the kernel does not answer sock_diag here, so traffic tests rest on the "
                 "runtime's counters, which rank code can rewrite (scan.py flags such code)")
     return ("active: the bytes between rank processes of every gloo run, as the kernel counts them, bound "
-            "the runtime's counters (homework 1; not MPI's shared memory, not the sim, not provided collectives)")
+            "the runtime's counters, provided collectives included (homeworks 1, 2, 3 and 6; not MPI's shared "
+            "memory, not the sim; bytes per rank, not which algorithm moved them)")
