@@ -26,6 +26,12 @@ its venv module when the image lacks them, and setup.sh stops with what to do wh
 installs requirements.txt into it with --no-deps (nothing is resolved on Gradescope) and checks that
 every installed version is the lock's. AUTOGRADER_ROOT (default /autograder) moves the
 whole layout, which is how tests run it in a temporary folder.
+
+AUTOGRADER_ARGS, for instructors and the kit's tests only (Gradescope sets neither variable, and a
+submission cannot set the environment run_autograder starts with): more autograder.grade options,
+after the upload's own, e.g. AUTOGRADER_ARGS='--only test_comm_ops$ --jobs 1' for a quick pass over a
+few tests (no spaces or glob characters in the regular expression: the shell splits the value into
+words). Unset, run_autograder grades every test.
 """
 
 from __future__ import annotations

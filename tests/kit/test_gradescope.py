@@ -1,6 +1,7 @@
-"""The Gradescope upload (tools/gradescope.py): what the zip holds, and a grading run in Gradescope's
-folder layout under a temporary root (AUTOGRADER_ROOT): unpack into source/, run setup.sh, put a
-submission in submission/, run run_autograder, read results/results.json.
+"""The Gradescope upload (tools/gradescope.py): what the zip holds, that a release after building it
+ships no archive, and that setup.sh checks every locked version. test_gradescope_homeworks.py runs
+every homework's upload in Gradescope's folder layout (setup.sh, then run_autograder on a right, a
+partial, an empty and a hostile submission).
 
 setup.sh runs for real but finds a venv already there (a link to the kit's, so pip only confirms
 every requirement): installing torch from nothing takes minutes and is what scripts/setup.sh, which
@@ -9,7 +10,6 @@ CI runs, already does.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
@@ -56,32 +56,6 @@ def test_the_upload_holds_the_grader_of_one_homework_and_no_solution(hw3_zip):
 def test_unknown_homework_is_a_clear_error(tmp_path, capsys):
     assert gradescope.main(["hw9", "--out", str(tmp_path / "x.zip")]) == 1
     assert "unknown homework 'hw9'" in capsys.readouterr().err
-
-
-@pytest.mark.slow
-@pytest.mark.timeout(900)
-def test_setup_and_run_autograder_in_gradescopes_layout(hw3_zip, tmp_path):
-    path, _ = hw3_zip
-    root = tmp_path / "autograder"
-    source, submission = root / "source", root / "submission"
-    with zipfile.ZipFile(path) as z:
-        z.extractall(source)
-    for name in ("setup.sh", "run_autograder"):
-        os.chmod(source / name, 0o755)                             # extractall drops the modes, as unzip keeps them
-    os.symlink(os.path.join(ROOT, ".venv"), source / ".venv")
-    env = dict(os.environ, AUTOGRADER_ROOT=str(root))
-    setup = subprocess.run(["bash", str(source / "setup.sh")], env=env, capture_output=True, text=True, timeout=600)
-    assert setup.returncode == 0 and "autograder ready" in setup.stdout, setup.stdout + setup.stderr
-    submission.mkdir()
-    for rel in homework_manifest("hw3")["editable"]:               # a correct student: the reference files
-        shutil.copy(os.path.join(ROOT, "solutions", rel), submission / os.path.basename(rel))
-    env["AUTOGRADER_ARGS"] = r"--only 3\.3.error --jobs 2"
-    run = subprocess.run([str(source / "run_autograder")], env=env, capture_output=True, text=True, timeout=600)
-    results = json.loads((root / "results" / "results.json").read_text())
-    graded = [t for t in results["tests"] if t["max_score"] > 0]
-    assert run.returncode == 0 and graded, run.stdout[-3000:] + run.stderr[-3000:]
-    assert results["score"] == sum(t["max_score"] for t in graded), [t["output"] for t in graded]
-    assert all("3.3" in t["name"] for t in graded), [t["name"] for t in graded]
 
 
 @pytest.mark.slow

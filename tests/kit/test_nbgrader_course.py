@@ -10,6 +10,11 @@ set by hand and no checksum warning.
 Homework 3 goes through the same course: it runs on homework 2's reference BucketedDDP (homework.json
 builds_on), which the notebook grader must lay as the code grader does; the correct student hands it in
 too and must get every notebook point (without that reference, part B on fails: 6 of 17).
+
+Every homework's notebook goes through the exchange in test_notebooks.py too (its per-homework courses:
+release_assignment, fetch, submit, collect, autograde, feedback, export; the steps other than
+generate_assignment and autograde in-process, tests/kit/nbgrader_exchange.py): an answered notebook at
+full points, a blank one at zero. Here the same steps run as commands, as students and the README run them.
 """
 
 from __future__ import annotations

@@ -9,10 +9,13 @@ Every homework in HOMEWORKS and every lecture in LECTURES gets the same checks:
 - The committed notebooks are what tools.notebooks builds from their percent files, without outputs.
 - Each lecture executes under a real Jupyter kernel with the reference implementation laid over
   the kit (tools.overlay), prints what it should and draws its figures.
-- nbgrader, in a temporary course directory per homework: generate_assignment strips solutions
-  and hidden tests; autograde gives the source notebook (answers in place) run on the reference
-  package full marks; the released notebook on the stub package zero; and the answered notebook
-  on the stub package only the points of the questions that need no package (part A).
+- nbgrader, in a temporary course directory per homework (tests/kit/nbgrader_exchange.py):
+  generate_assignment strips solutions and hidden tests; release_assignment puts the notebook in an
+  exchange, three students fetch it, answer it or not and submit, the course collects; autograde
+  gives the answered notebook run on the reference package full marks; the blank notebook on the
+  stub package zero; and the answered notebook on the stub package only the points of the questions
+  that need no package (part A); feedback is generated, released and fetched; the exported grades
+  say the same.
 - What students receive (lectures, released notebooks, handouts) holds no solution marker and no
   line of a reference solution (the release's leak scan would refuse it).
 """
@@ -20,9 +23,6 @@ Every homework in HOMEWORKS and every lecture in LECTURES gets the same checks:
 from __future__ import annotations
 
 import os
-import shutil
-import subprocess
-import sys
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -32,10 +32,11 @@ nbformat = pytest.importorskip("nbformat")
 pytest.importorskip("nbclient")
 pytest.importorskip("nbgrader")
 
+from tests.kit.nbgrader_exchange import STUDENTS, GradedCourse, grade_course  # noqa: E402
 from tools.notebooks import build, notebooks, render, source_of  # noqa: E402
 from tools.overlay import ROOT  # noqa: E402
 from tools.release import leaks_in_text, readable_text  # noqa: E402
-from tests.kit.conftest import CONCURRENT_NOTEBOOKS, notebook_env  # noqa: E402
+from tests.kit.conftest import CONCURRENT_NOTEBOOKS  # noqa: E402
 
 pytestmark = [pytest.mark.notebook, pytest.mark.slow]
 
@@ -182,90 +183,6 @@ def test_lecture_runs_against_the_reference(name, executed_lectures):
 
 
 # -- nbgrader -----------------------------------------------------------------------------------
-def _nbgrader(course: str, args: list[str], env: dict, timeout: float = 150) -> str:
-    cmd = [sys.executable, "-m", "nbgrader", *args]
-    done = subprocess.run(cmd, cwd=course, env=notebook_env(env), capture_output=True, text=True, timeout=timeout)
-    log = done.stdout + done.stderr
-    assert done.returncode == 0 and "ERROR" not in log, f"{' '.join(args)} failed:\n{log[-4000:]}"
-    return log
-
-
-@dataclass(frozen=True)
-class Course:
-    """A temporary nbgrader course directory where generate_assignment has released one homework."""
-
-    root: str
-    hw: Homework
-
-    def released(self) -> str:
-        return os.path.join(self.root, "release", self.hw.assignment, f"{self.hw.notebook}.ipynb")
-
-    def submit(self, student: str, notebook_path: str) -> None:
-        folder = os.path.join(self.root, "submitted", student, self.hw.assignment)
-        os.makedirs(folder, exist_ok=True)
-        shutil.copy(notebook_path, os.path.join(folder, f"{self.hw.notebook}.ipynb"))
-
-    def grades(self, student: str) -> dict[str, float]:
-        """{grade cell: score} of a student's autograded notebook, from the gradebook."""
-        from nbgrader.api import Gradebook
-        with Gradebook(f"sqlite:///{self.root}/gradebook.db") as gb:
-            notebook = gb.find_submission_notebook(self.hw.notebook, self.hw.assignment, student)
-            return {grade.name: grade.score for grade in notebook.grades}
-
-
-def _new_course(name: str, root: str) -> Course:
-    """A course directory at `root` where generate_assignment has released homework `name`."""
-    hw = HOMEWORKS[name]
-    os.makedirs(os.path.join(root, "source", hw.assignment))
-    shutil.copy(os.path.join(ROOT, hw.path), os.path.join(root, "source", hw.assignment))
-    with open(os.path.join(root, "nbgrader_config.py"), "w") as f:
-        f.write("c = get_config()\n"
-                f"c.CourseDirectory.root = {root!r}\n"
-                "c.CourseDirectory.course_id = 'minitorch_dist'\n"
-                f"c.CourseDirectory.db_url = 'sqlite:///{root}/gradebook.db'\n"
-                "c.Execute.timeout = 120\n")
-    _nbgrader(root, ["generate_assignment", hw.assignment, "--force"], dict(os.environ))
-    return Course(root, hw)
-
-
-@dataclass
-class GradedCourse:
-    """One homework's course after its autogrades; a grading that raised keeps its exception."""
-
-    course: Course
-    reference: dict | BaseException = None     # the answered notebook on the reference package
-    stubs: dict | BaseException = None         # {student: grades}: stub_blank, stub_answers on the stubs
-
-    @staticmethod
-    def value(got):
-        if isinstance(got, BaseException):
-            raise got
-        return got
-
-
-def _grade_course(name: str, root: str, reference_env: dict, stubs_env: dict) -> GradedCourse:
-    """Release homework `name`, then autograde the answered notebook on the reference package and,
-    on the stub package, the released notebook (stub_blank) and the answered one (stub_answers)."""
-    graded = GradedCourse(_new_course(name, root))
-    course = graded.course
-    try:
-        course.submit("reference", os.path.join(ROOT, course.hw.path))
-        _nbgrader(root, ["autograde", course.hw.assignment, "--student", "reference", "--force"], reference_env,
-                  timeout=280)
-        graded.reference = course.grades("reference")
-    except Exception as exc:  # noqa: BLE001 - raised by the test that reads it
-        graded.reference = exc
-    try:
-        course.submit("stub_blank", course.released())                        # the released notebook
-        course.submit("stub_answers", os.path.join(ROOT, course.hw.path))     # every answer in place
-        _nbgrader(root, ["autograde", course.hw.assignment, "--student", "stub_*", "--force"], stubs_env,
-                  timeout=180)
-        graded.stubs = {student: course.grades(student) for student in ("stub_blank", "stub_answers")}
-    except Exception as exc:  # noqa: BLE001
-        graded.stubs = exc
-    return graded
-
-
 @pytest.fixture(scope="module")
 def graded_courses(request, reference, stubs, tmp_path_factory):
     """{homework: Future of its GradedCourse} for the homeworks the selected tests ask for, graded
@@ -274,7 +191,7 @@ def graded_courses(request, reference, stubs, tmp_path_factory):
                                                 item.callspec.params.get("graded") == name
                                                 for item in request.session.items)]
     pool = ThreadPoolExecutor(max_workers=CONCURRENT_NOTEBOOKS)
-    futures = {name: pool.submit(_grade_course, name, str(tmp_path_factory.mktemp(f"course-{name}")),
+    futures = {name: pool.submit(grade_course, HOMEWORKS[name], str(tmp_path_factory.mktemp(f"course-{name}")),
                                  reference.env(), stubs.env()) for name in wanted}
     yield futures
     pool.shutdown(wait=True, cancel_futures=True)
@@ -310,6 +227,20 @@ def test_autograde_released_notebook_on_stubs_scores_zero(graded):
     grades = graded.value(graded.stubs)["stub_blank"]
     assert set(grades) == set(graded.course.hw.points)
     assert sum(grades.values()) == 0, f"a blank notebook scored: {grades}"
+
+
+@pytest.mark.timeout(600)
+def test_the_exchange_round_trip_exports_full_points_and_zero(graded):
+    """Through nbgrader's exchange (release_assignment, fetch_assignment, submit, collect, autograde,
+    generate_feedback, release_feedback, fetch_feedback, export): the exported grades give the student
+    who answered every notebook point and the one who handed in the blank notebook zero."""
+    trip, hw = graded.value(graded.round_trip), graded.course.hw
+    assert sorted(entry.split("+")[:2] for entry in trip["inbound"]) == sorted([s, hw.assignment] for s in STUDENTS)
+    assert trip["grades"][(hw.assignment, "reference")] == sum(hw.points.values()) > 0, trip["grades"]
+    assert trip["grades"][(hw.assignment, "stub_blank")] == 0, trip["grades"]
+    assert trip["grades"][(hw.assignment, "stub_answers")] == sum(hw.no_package.values()), trip["grades"]
+    for student, files in trip["feedback"].items():
+        assert f"{hw.notebook}.html" in files, (student, files)
 
 
 @pytest.mark.timeout(600)
