@@ -31,13 +31,19 @@ def _recv_exact(sock, n: int, buf: bytearray) -> None:
         got += k
 
 
-def serve(port: int) -> None:
+def _accept_one(port: int) -> tuple[socket.socket, socket.socket]:
+    """(listener, connection): the first client on `port` (every address), waited for up to 30 s."""
     listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     listener.bind(("0.0.0.0", port))
     listener.listen(1)
     listener.settimeout(30)
     conn, _ = listener.accept()
+    return listener, conn
+
+
+def serve(port: int) -> None:
+    listener, conn = _accept_one(port)
     conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     buf = bytearray(8)
     try:
@@ -57,12 +63,7 @@ def serve(port: int) -> None:
 
 
 def sink(port: int) -> None:
-    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    listener.bind(("0.0.0.0", port))
-    listener.listen(1)
-    listener.settimeout(30)
-    conn, _ = listener.accept()
+    listener, conn = _accept_one(port)
     head = bytearray(8)
     _recv_exact(conn, 8, head)
     (n,) = struct.unpack("!Q", head)
