@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from minitorch_dist import launch
-from minitorch_dist.runtime.observe import kernel_traffic
+from minitorch_dist.runtime.observe import kernel_traffic, run_meter
 from minitorch_dist.runtime.observe.traffic_check import disagreements
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux") or not kernel_traffic.available(),
@@ -18,7 +18,7 @@ pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux") or not kern
 
 @pytest.fixture
 def measured(monkeypatch):
-    monkeypatch.setenv(kernel_traffic.VAR, "1")
+    monkeypatch.setenv(run_meter.VAR, "1")
 
 
 def traffic(group, kind, n):
@@ -111,9 +111,9 @@ def test_a_side_channel_between_ranks_is_counted(measured):
 
 
 def test_nothing_is_measured_unless_asked_or_on_sim(monkeypatch):
-    monkeypatch.delenv(kernel_traffic.VAR, raising=False)
+    monkeypatch.delenv(run_meter.VAR, raising=False)
     assert launch(traffic, 2, args=("ring", 4), collectives=False).wire is None
-    monkeypatch.setenv(kernel_traffic.VAR, "1")
+    monkeypatch.setenv(run_meter.VAR, "1")
     assert launch(traffic, 2, args=("ring", 4), collectives=False, backend="sim").wire is None
 
 
@@ -154,7 +154,7 @@ def test_a_closed_side_channel_shows_in_a_private_namespace():
     """In a network namespace that holds one run at a time (the grader's zygote), the namespace's own
     octet count catches what closed connections carried."""
     import subprocess
-    env = dict(os.environ, **{kernel_traffic.VAR: "1", kernel_traffic.PRIVATE_NETNS_VAR: "1"})
+    env = dict(os.environ, **{run_meter.VAR: "1", run_meter.PRIVATE_NETNS_VAR: "1"})
     done = subprocess.run(["unshare", "-n", "sh", "-c", f"ip link set lo up && {sys.executable} -c '{PRIVATE_NETNS_PROBE}'"],
                           capture_output=True, text=True, timeout=120, env=env,
                           cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
@@ -201,8 +201,8 @@ def test_a_rank_is_found_by_both_ends_of_its_connection_when_its_port_is_shared(
             sock.close()                               # only the child holds it now
         links = [(("127.0.0.1", port), lst.getsockname()[:2]) for lst in listeners]
         pids = [p.pid for p in procs]
-        assert kernel_traffic.rank_roots(links, pids) == [procs[1].pid, procs[0].pid]
-        assert kernel_traffic.rank_roots(links[:1] * 2, pids) == [None, None]    # one process for two ranks
+        assert run_meter.rank_roots(links, pids) == [procs[1].pid, procs[0].pid]
+        assert run_meter.rank_roots(links[:1] * 2, pids) == [None, None]    # one process for two ranks
     finally:
         done.set()
         for p in procs:

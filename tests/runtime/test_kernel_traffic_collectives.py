@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from minitorch_dist import launch
-from minitorch_dist.runtime.observe import kernel_traffic
+from minitorch_dist.runtime.observe import kernel_traffic, run_meter
 from minitorch_dist.runtime.observe.trace import Counters, OpCount
 from minitorch_dist.runtime.observe.traffic_check import (collective_framing, disagreements, group_size,
                                                           rank_bounds)
@@ -24,7 +24,7 @@ OPS = ("all_reduce", "reduce_scatter", "all_gather", "broadcast")
 
 @pytest.fixture
 def measured(monkeypatch):
-    monkeypatch.setenv(kernel_traffic.VAR, "1")
+    monkeypatch.setenv(run_meter.VAR, "1")
 
 
 def collective(g, op, numel, dtype=torch.float32, src=0):
@@ -154,7 +154,7 @@ def test_a_forgery_hidden_in_a_closed_connection_still_needs_the_bytes(measured)
     """Counters that claim an all_gather are satisfied by bytes on a sub-group's connections (closed
     during the run, not attributed to ranks), but only by as many bytes as actually crossed."""
     res = launch(claims, 2, args=("never", 250_000), trace=True)
-    wire = kernel_traffic.Wire(res.wire)
+    wire = run_meter.Wire(res.wire)
     wire.closed = 2 * 10 ** 6 + 10 ** 4            # what both ranks claim, and a little more
     assert disagreements(res.counters, wire, traced=True, events=res.events) == []
     wire.closed = 10 ** 6 + 10 ** 4                # enough for either rank, not for both
@@ -199,7 +199,7 @@ for traced in (True, False):
 def test_sub_groups_agree_in_a_private_namespace():
     """As in the grader's zygote (one run at a time in its own namespace): sub-groups' closed
     connections are announced, and the namespace's octet count holds them too."""
-    env = dict(os.environ, **{kernel_traffic.VAR: "1", kernel_traffic.PRIVATE_NETNS_VAR: "1"})
+    env = dict(os.environ, **{run_meter.VAR: "1", run_meter.PRIVATE_NETNS_VAR: "1"})
     done = subprocess.run(["unshare", "-n", "sh", "-c", f"ip link set lo up && {sys.executable} -c '{PRIVATE_PROBE}'"],
                           capture_output=True, text=True, timeout=120, env=env,
                           cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))

@@ -28,7 +28,7 @@ from ..backends import backend_info
 from ..devices import check_local_job
 from ..env import default_deadline
 from ..errors import LaunchError, RankError
-from ..observe import kernel_traffic
+from ..observe import run_meter
 from ..observe.deadlock import format_report
 from ..observe.tracker import read_board
 from ..results import RunResult
@@ -210,7 +210,7 @@ def launch(fn, world_size: int | None = None, *, args=(), kwargs=None, rank_args
     pool = _get_pool(world_size, backend, start_method, fresh, device)
     task = Task(uuid.uuid4().hex[:12], payload, deadline, collectives, trace, time.perf_counter(),
                 tuple(sys.path), plain=pool.plain)
-    meter = pool.meter() if kernel_traffic.wanted(backend) else None
+    meter = pool.meter() if run_meter.wanted(backend) else None
     try:
         replies = _collect(pool, per_rank.tasks(task, own, world_size), timeout)
     except BaseException:          # a failure, KeyboardInterrupt, a timeout: no rank survives it

@@ -193,32 +193,32 @@ class Pool:
         return "lost its connection to the launcher (the process exited or was killed)"
 
     def meter(self):
-        """A kernel_traffic.RunMeter for the next run (the pids of the ranks found from the far ends of
+        """A run_meter.RunMeter for the next run (the pids of the ranks found from the far ends of
         this pool's connections, among this process's descendants or the rank host's uid); None if
         the kernel cannot be asked here."""
-        from ..observe import kernel_traffic
+        from ..observe import kernel_traffic, run_meter
         try:
             ends = []                 # (the rank's address, ours) per connection: both ends name it
             for conn in self.conns:
                 with socket.socket(fileno=os.dup(conn.fileno())) as sock:
                     ends.append((sock.getpeername()[:2], sock.getsockname()[:2]))
             sockets = kernel_traffic.tcp_sockets()          # one dump finds the ranks and their uid
-            return kernel_traffic.RunMeter(ends, *self._rank_candidates(ends, sockets), sockets=sockets)
+            return run_meter.RunMeter(ends, *self._rank_candidates(ends, sockets), sockets=sockets)
         except (OSError, ValueError):
             return None
 
     def _rank_candidates(self, ends: list[tuple], sockets: dict):
         """(the processes the ranks are among now, a function that lists them again): a rank host's
         ranks among the processes of the uid that owns their sockets, else this process's descendants."""
-        from ..observe import kernel_traffic
+        from ..observe import run_meter
         if self.host:
-            uids = kernel_traffic.owners_of(ends, sockets)
+            uids = run_meter.owners_of(ends, sockets)
 
             def find() -> list[int]:
-                return kernel_traffic.processes_owned_by(uids)
+                return run_meter.processes_owned_by(uids)
         else:
             def find() -> list[int]:
-                return kernel_traffic.processes_of([os.getpid()])[0][1:]
+                return run_meter.processes_of([os.getpid()])[0][1:]
         return find(), find
 
     def _close_links(self) -> None:

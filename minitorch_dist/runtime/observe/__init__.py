@@ -5,5 +5,6 @@
     tracker.py    what each rank is blocked in now (for deadlock reports on process backends)
     deadlock.py   wait-for graphs and the deadlock report every backend prints
     kernel_traffic.py  the bytes between rank processes as the kernel counts them (RunResult.wire)
+    run_meter.py       one launch's traffic: the ranks' processes found from the launcher's connections
     traffic_check.py   the runtime's counters against those bytes (what the grader checks)
 """

@@ -1,0 +1,173 @@
+"""One launch()'s traffic as the kernel counts it: the ranks' processes, found from the launcher's own
+connections, and their bytes before and after the run (kernel_traffic.py reads the kernel).
+
+    meter = RunMeter(links, candidates)      # before the tasks go out (Pool.meter() builds it)
+    ...                                      # the ranks run
+    wire = meter.done()                      # Wire: [(bytes sent, bytes received)] per rank, .closed
+
+A rank's process is the one holding the far end of the launcher's connection to it (both ends of
+the connection name it), among the processes the caller names: never a pid the rank reports.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+from .kernel_traffic import (DestroyListener, Snapshot, available, between, closed_bytes, namespace_octets,
+                             snapshot, socket_inodes, tcp_sockets, unseen_bytes)
+
+VAR = "MINITORCH_DIST_KERNEL_TRAFFIC"         # "1": launch() measures gloo runs (the autograder sets it)
+PRIVATE_NETNS_VAR = "MINITORCH_DIST_PRIVATE_NETNS"   # "1": this network namespace holds one run at a time
+_FREED_GRACE, _FREED_STEP = 0.05, 0.005   # seconds done() waits, in steps, for announcements of sockets
+                                          # closed during the run (only when some were)
+
+
+def wanted(backend: str) -> bool:
+    """Whether launch() should measure this run: asked for, a TCP backend, and a kernel that answers."""
+    return os.environ.get(VAR) == "1" and backend == "gloo" and available()
+
+
+def owner_pid(inode: int, candidates: list[int]) -> int | None:
+    for pid in candidates:
+        if inode in socket_inodes(pid):
+            return pid
+    return None
+
+
+def _far_ends(links: list[tuple], sockets: dict) -> list[int | None]:
+    """The inode of the socket at the far end of each connection (its own address, its peer's), or
+    None where the dump has none. Both ends are matched: Linux gives one ephemeral port to several
+    connections that go to different peers, so a local address alone can name another test's socket."""
+    by_ends = {(s.local, s.remote): inode for inode, s in sockets.items() if inode > 0}
+    return [by_ends.get(link) for link in links]
+
+
+def rank_roots(links: list[tuple], candidates: list[int], sockets: dict | None = None) -> list[int | None]:
+    """The pid of each rank: the process holding the socket at the far end of the launcher's
+    connection to that rank, `links` holding (far end's address, launcher end's address) per rank
+    (the kernel's answer, not the rank's own report). None for a rank whose socket is not found, and
+    for every rank when two resolve to the same process (then nothing is claimed)."""
+    sockets = tcp_sockets() if sockets is None else sockets
+    roots = [owner_pid(inode, candidates) if inode is not None else None for inode in _far_ends(links, sockets)]
+    found = [pid for pid in roots if pid is not None]
+    return roots if len(set(found)) == len(found) else [None] * len(roots)
+
+
+def owners_of(links: list[tuple], sockets: dict | None = None) -> set[int]:
+    """The uids that own the sockets at the far ends of these connections (the kernel's record)."""
+    sockets = tcp_sockets() if sockets is None else sockets
+    return {sockets[inode].uid for inode in _far_ends(links, sockets) if inode is not None}
+
+
+def processes_owned_by(uids: set[int]) -> list[int]:
+    """Live processes whose owner is one of `uids`."""
+    found = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                if os.stat(f"/proc/{name}").st_uid in uids:
+                    found.append(int(name))
+            except OSError:
+                continue
+    return found
+
+
+def processes_of(root_pids: list[int], among: list[int] | None = None) -> list[list[int]]:
+    """Each root pid with every live process below it (by parent links in /proc), looking only at
+    the processes `among` when given."""
+    parent: dict[int, int] = {}
+    for pid in among if among is not None else [int(d) for d in os.listdir("/proc") if d.isdigit()]:
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                parent[pid] = int(f.read().rsplit(b")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+    children: dict[int, list[int]] = {}
+    for pid, ppid in parent.items():
+        children.setdefault(ppid, []).append(pid)
+    trees = []
+    for root in root_pids:
+        tree, todo = [root], [root]
+        while todo:
+            kids = children.get(todo.pop(), [])
+            tree += kids
+            todo += kids
+        trees.append(tree)
+    return trees
+
+
+class Wire(list):
+    """RunMeter.done()'s answer: [(bytes sent to other ranks, bytes received from them)] per rank, and
+    `closed`: bytes received by TCP sockets of this network namespace that were closed during the
+    run (sub-groups' connections; in a shared namespace, other runs' too), None where the kernel's
+    announcements could not be read in full (then no lower bound may rest on the per-rank counts)."""
+
+    closed: int | None = 0
+
+
+class RunMeter:
+    """Measures one run: make it before the tasks go out, call done() once every reply is in."""
+
+    def __init__(self, links: list[tuple], candidates: list[int], find=None, sockets: dict | None = None):
+        """links: (the rank's address, the launcher's) of each rank's connection to the launcher;
+        candidates: the processes the ranks may be among; find() lists them again after the run
+        (ranks may fork), default: the same list."""
+        self.find = find or (lambda: candidates)
+        try:
+            self.freed: DestroyListener | None = DestroyListener()   # before the first snapshot: no gap
+        except OSError:
+            self.freed = None
+        self.roots = rank_roots(links, candidates, sockets)
+        self.private = os.environ.get(PRIVATE_NETNS_VAR) == "1"
+        self.octets = namespace_octets() if self.private else None
+        self.before = self._snapshot(candidates)
+        self.unseen: int | None = None
+
+    def _snapshot(self, candidates: list[int]) -> Snapshot:
+        trees = processes_of([pid for pid in self.roots if pid is not None], among=candidates)
+        rank_pids, trees = {}, iter(trees)
+        for rank, pid in enumerate(self.roots):
+            if pid is not None:
+                rank_pids[rank] = next(trees)
+        return snapshot(rank_pids)
+
+    def done(self) -> Wire | None:
+        """Per rank (bytes sent to other ranks, bytes received from them), with `closed` (Wire); None
+        if a rank's process could not be found (then nothing is claimed)."""
+        try:
+            if None in self.roots:
+                return None
+            after = self._snapshot(self.find())
+            if self.private:
+                self.unseen = unseen_bytes(self.before, after, self.octets, namespace_octets())
+            wire = Wire(between(self.before, after, len(self.roots)))
+            wire.closed = self._closed(after)
+            return wire
+        except OSError:
+            return None
+        finally:
+            if self.freed is not None:
+                self.freed.close()
+
+    def _closed(self, after: Snapshot) -> int | None:
+        """Bytes of connections closed during the run (Wire.closed); None when unknown. In a namespace
+        of its own the octet count (wire_unseen) holds them all, announced or not."""
+        fallback = max(0, self.unseen) if self.unseen is not None else None
+        if self.freed is None:
+            return fallback
+        self.freed.drain()
+        if self.freed.freed or any(key < 0 for key in after.sockets):
+            # sockets closed just now: the kernel announces them from a work queue, so wait until a
+            # short pause brings no new announcement (at most _FREED_GRACE in all)
+            waited, known = 0.0, -1
+            while len(self.freed.freed) != known and waited < _FREED_GRACE:
+                known = len(self.freed.freed)
+                time.sleep(_FREED_STEP)
+                waited += _FREED_STEP
+                self.freed.drain()
+        if not self.freed.complete:
+            return fallback
+        closed = closed_bytes(self.before, after, self.freed.freed)
+        return closed if fallback is None else max(closed, fallback)
+
