@@ -4,6 +4,8 @@ homework benchmarks build it: minitorch_dist.runtime.torch_group). Run it under 
 
     .venv/bin/python -m minitorch_dist.cluster torchrun examples/cluster/hostnames.py   # gloo
     .venv/bin/python -m minitorch_dist.cluster mpirun .venv/bin/python examples/cluster/hostnames.py  # mpi
+    # with `up --slurm`: srun (gloo) and srun --mpi=pmi2 (mpi) inside a batch job
+    .venv/bin/python -m minitorch_dist.cluster exec node0 sbatch --wait examples/cluster/slurm_job.sh
 
 Rank 0 prints one line `CLUSTER-RESULT {json}`: each rank's hostname, the all-reduce sums (kit's and
 torch's) and the expected p(p-1)/2, the backend, and how many distinct hosts took part.
@@ -35,7 +37,7 @@ def report(group, n: int):
 if __name__ == "__main__":
     job = detect_external()
     if job is None:
-        raise SystemExit("run this under torchrun or mpirun (see the docstring)")
+        raise SystemExit("run this under torchrun, mpirun or srun (see the docstring)")
     result = launch(report, None, args=(1 << 16,))
     if job.rank == 0:
         p = len(result)

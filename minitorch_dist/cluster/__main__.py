@@ -1,14 +1,16 @@
 """The cluster's command line (root, Linux):
 
-    python -m minitorch_dist.cluster up --nodes N [--bandwidth 1gbit] [--ranks-per-node K] [--name NAME]
+    python -m minitorch_dist.cluster up --nodes N [--bandwidth 1gbit] [--ranks-per-node K] [--slurm] [--name NAME]
     python -m minitorch_dist.cluster status [--no-measure] [--json]
     python -m minitorch_dist.cluster exec NODE|all CMD...        # NODE: node0, node1, ... or its index
+    python -m minitorch_dist.cluster exec node0 sbatch --wait JOB.sh   # with --slurm: SLURM_CONF is set
     python -m minitorch_dist.cluster torchrun [--port P] [--no-python] SCRIPT ARGS...  # a torchrun per node
     python -m minitorch_dist.cluster mpirun SCRIPT ARGS...       # MPICH mpiexec from node0, K ranks a node
     python -m minitorch_dist.cluster bandwidth [--from node0] [--to node1]   # --from node0,node2: incast
     python -m minitorch_dist.cluster down [--name NAME | --all]  # idempotent, also after a crash
 
 NAME (default mtd, or $MTD_CLUSTER) lets several clusters coexist (tests use unique names).
+`up --slurm` also starts munged, slurmctld (on node0) and a slurmd per node (slurm.py); `down` ends them.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import os
 import signal
 import sys
 
-from . import launchers, measure, nodes, preflight, shaping, state as state_mod
+from . import launchers, measure, nodes, preflight, shaping, slurm, state as state_mod
 from .preflight import ClusterUnavailable
 
 
@@ -43,7 +45,8 @@ def status_report(st, measure_rtt: bool = True) -> dict:
     report = {"name": st.name, "phase": st.phase, "ranks_per_node": st.ranks_per_node,
               "bandwidth": st.bandwidth, "bits_per_second": st.bits_per_second,
               "nodes": [{"hostname": n.hostname, "netns": n.netns, "address": n.address} for n in st.nodes],
-              "shaping": [{"where": w, "qdisc": q} for w, q in shaping.configured(st)] if st.bits_per_second else []}
+              "shaping": [{"where": w, "qdisc": q} for w, q in shaping.configured(st)] if st.bits_per_second else [],
+              "slurm": (slurm.node_states(st) or "not answering") if st.slurm and st.phase == "up" else None}
     if measure_rtt and len(st.nodes) >= 2 and st.phase == "up":
         report["tcp_rtt"] = measure.tcp_rtt(st)
         report["ping_rtt_s"] = measure.ping_rtt(st)
@@ -58,6 +61,9 @@ def _print_status(r: dict) -> None:
         print(f"  {n['hostname']:8s} {n['address']:12s} netns {n['netns']}")
     for s in r["shaping"]:
         print(f"  {s['where']}: {s['qdisc']}")
+    if r.get("slurm"):
+        states = r["slurm"] if isinstance(r["slurm"], str) else ", ".join(f"{k} {v}" for k, v in r["slurm"].items())
+        print(f"  SLURM: slurmctld on {r['nodes'][0]['hostname']}, slurmd on every node: {states}")
     if "tcp_rtt" in r:
         t = r["tcp_rtt"]
         print(f"  measured round trip node0 -> node1: TCP 1 byte median {t['median_s'] * 1e6:.0f} us "
@@ -78,6 +84,8 @@ def main(argv=None) -> int:
     up.add_argument("--nodes", type=int, required=True)
     up.add_argument("--bandwidth", default=None, help="each link, both directions, e.g. 1gbit, 100mbit (default unshaped)")
     up.add_argument("--ranks-per-node", type=int, default=1)
+    up.add_argument("--slurm", action="store_true",
+                    help="also start SLURM: munged and slurmctld on node0, a slurmd per node (slurm-wlm, munge)")
     st = sub.add_parser("status", help="nodes, shaping and a measured round trip")
     st.add_argument("--no-measure", action="store_true")
     st.add_argument("--json", action="store_true")
@@ -110,11 +118,19 @@ def main(argv=None) -> int:
         if opts.cmd == "up":
             bits = shaping.parse_rate(opts.bandwidth)
             preflight.require(bits)
+            if opts.slurm and slurm.unavailable_reason():
+                raise ClusterUnavailable(slurm.unavailable_reason())
             plan = state_mod.plan(_name(opts), opts.nodes, opts.bandwidth, bits, opts.ranks_per_node)
             nodes.bring_up(plan)
+            if opts.slurm:
+                try:
+                    slurm.start(plan)
+                except BaseException:
+                    nodes.teardown(plan.name)
+                    raise
             _print_status(status_report(plan, measure_rtt=False))
             print(f"next: python -m minitorch_dist.cluster {'--name ' + plan.name + ' ' if plan.name != state_mod.DEFAULT_NAME else ''}"
-                  f"exec all hostname")
+                  + ("exec node0 sinfo" if plan.slurm else "exec all hostname"))
             return 0
         if opts.cmd == "down":
             if os.geteuid() != 0:
@@ -140,7 +156,8 @@ def main(argv=None) -> int:
                 return max(codes.values(), key=abs)
             node = st_.node(opts.node)
             env = dict(os.environ, MTD_CLUSTER=st_.name, MTD_CLUSTER_TAG=st_.name, MTD_NODE_RANK=str(st_.nodes.index(node)),
-                       MTD_NNODES=str(len(st_.nodes)), MTD_RANKS_PER_NODE=str(st_.ranks_per_node))
+                       MTD_NNODES=str(len(st_.nodes)), MTD_RANKS_PER_NODE=str(st_.ranks_per_node),
+                       **slurm.client_env(st_))
             argv_ = nodes.node_argv(st_, node, opts.command)
             os.execvpe(argv_[0], argv_, env)
         if opts.cmd == "torchrun":

@@ -22,6 +22,7 @@ import sys
 import threading
 
 from .nodes import node_argv
+from .slurm import client_env
 from .state import ClusterState
 
 BIN = os.path.dirname(sys.executable)
@@ -113,7 +114,7 @@ def run_parallel(state: ClusterState, commands: dict, out=None, timeout: float |
     """Run {node hostname: argv} at once, each inside its node; each node's output lines are written
     to `out` (default stdout) prefixed with [node]. Every command also sees MTD_CLUSTER,
     MTD_NODE_RANK, MTD_NNODES and MTD_RANKS_PER_NODE (and MTD_CLUSTER_TAG, by which `down` finds
-    what they started wherever it runs). Returns {node: exit code} (-9: killed at
+    what they started wherever it runs), and SLURM_CONF on a cluster with SLURM. Returns {node: exit code} (-9: killed at
     `timeout`)."""
     out = out or sys.stdout
     lock = threading.Lock()
@@ -121,7 +122,8 @@ def run_parallel(state: ClusterState, commands: dict, out=None, timeout: float |
     for host, argv in commands.items():
         node = state.node(host)
         env = dict(os.environ, MTD_CLUSTER=state.name, MTD_CLUSTER_TAG=state.name, MTD_NODE_RANK=str(state.nodes.index(node)),
-                   MTD_NNODES=str(len(state.nodes)), MTD_RANKS_PER_NODE=str(state.ranks_per_node))
+                   MTD_NNODES=str(len(state.nodes)), MTD_RANKS_PER_NODE=str(state.ranks_per_node),
+                   **client_env(state))
         p = subprocess.Popen(node_argv(state, node, argv), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                              text=True, env=env, start_new_session=True)
         procs[host] = p

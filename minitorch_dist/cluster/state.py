@@ -3,7 +3,7 @@ is created and kept until `down` has removed everything, so `status` and `down` 
 (/run is a tmpfs: a reboot removes the namespaces and the record together).
 
 The folder also holds each node's UTS namespace file (uts/<node>), the hostfile and the launcher
-script for mpiexec."""
+script for mpiexec, and with `up --slurm` SLURM's configuration, keys, spools and logs (slurm/)."""
 
 from __future__ import annotations
 
@@ -32,6 +32,7 @@ class ClusterState:
     bits_per_second: float | None = None
     ranks_per_node: int = 1
     phase: str = "creating"                     # creating -> up
+    slurm: bool = False                         # up --slurm: munged, slurmctld, slurmd per node (slurm.py)
 
     @property
     def folder(self) -> str:
