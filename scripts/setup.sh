@@ -5,16 +5,34 @@
 #   bash scripts/setup.sh                 # CPU build of torch (laptops, CI, the autograder)
 #   bash scripts/setup.sh --cuda          # torch's CUDA build (cu128) from download.pytorch.org, for GPUs
 #   bash scripts/setup.sh --cuda=cu126    # another CUDA build; MINITORCH_DIST_CUDA=cu126 does the same
+#   sudo bash scripts/setup.sh --cluster  # also Debian's slurm-wlm and munge (apt-get, root) for SLURM on the
+#                                         # emulated cluster (python -m minitorch_dist.cluster up --slurm)
 set -euo pipefail
 CUDA="${MINITORCH_DIST_CUDA:-}"
+CLUSTER=""
 for arg in "$@"; do
   case "$arg" in
     --cuda) CUDA="${CUDA:-cu128}" ;;
     --cuda=*) CUDA="${arg#--cuda=}" ;;
-    *) echo "setup.sh: unknown option $arg (use --cuda or --cuda=cu126)" >&2; exit 2 ;;
+    --cluster) CLUSTER=1 ;;
+    *) echo "setup.sh: unknown option $arg (use --cuda, --cuda=cu126 or --cluster)" >&2; exit 2 ;;
   esac
 done
 cd "$(dirname "$0")/.."
+if [ -n "$CLUSTER" ]; then
+  # SLURM for the emulated cluster: Debian's packages (22.05 on bookworm), daemons not started here
+  # (the cluster starts its own, configured in its folder under /run/minitorch_dist_cluster/).
+  if [ "$(id -u)" != 0 ]; then
+    echo "setup.sh --cluster: installing slurm-wlm and munge needs root (sudo bash scripts/setup.sh --cluster)" >&2
+    exit 2
+  fi
+  if ! command -v slurmctld >/dev/null || ! command -v munged >/dev/null; then
+    command -v apt-get >/dev/null || { echo "setup.sh --cluster: needs apt-get (Debian/Ubuntu) to install slurm-wlm and munge" >&2; exit 2; }
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends slurm-wlm munge >/dev/null
+  fi
+  echo "slurm-wlm $(dpkg-query -W -f='${Version}' slurm-wlm 2>/dev/null || slurmctld -V) and munge installed"
+fi
 PYTHON="${PYTHON:-python3}"
 if [ ! -x .venv/bin/python ]; then
   "$PYTHON" -m venv .venv

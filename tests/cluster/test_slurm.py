@@ -111,6 +111,7 @@ def _wait_job(st, job: str, timeout: float = 120) -> str:
     raise AssertionError(f"job {job} still {fields.get('JobState')} after {timeout} s")
 
 
+@pytest.mark.slow
 def test_the_nodes_register_under_their_hostnames_and_srun_reaches_both(slurm_cluster):
     st = slurm_cluster
     assert slurm.node_states(st) == {"node0": "idle", "node1": "idle"}
@@ -119,6 +120,7 @@ def test_the_nodes_register_under_their_hostnames_and_srun_reaches_both(slurm_cl
     assert len(_daemons_of(st)) == 4          # munged, slurmctld, 2 slurmd (and slurmctld's slurmscriptd)
 
 
+@pytest.mark.slow
 def test_sbatch_across_two_nodes_srun_gloo_and_pmi2_mpi(slurm_cluster, tmp_path):
     st = slurm_cluster
     sent = _tx_bytes(st, "node1")
@@ -152,6 +154,7 @@ def _submissions(folder, students) -> str:
     return str(folder)
 
 
+@pytest.mark.slow
 def test_autograder_batch_as_a_job_array_over_the_nodes_merged_into_one_gradebook(slurm_cluster, tmp_path):
     st = slurm_cluster
     export, out = _submissions(tmp_path / "export", ["alice", "bob"]), str(tmp_path / "grades")
@@ -177,6 +180,7 @@ def test_autograder_batch_as_a_job_array_over_the_nodes_merged_into_one_gradeboo
     assert hosts == {"alice", "bob"}
 
 
+@pytest.mark.slow
 def test_down_ends_every_daemon_and_job_and_leaves_nothing_also_after_a_crash(slurm_cluster):
     st = slurm_cluster
     job = slurm.client(st, ["sbatch", "--parsable", "--output=/dev/null", "--nodes=2", "--wrap",
