@@ -145,7 +145,8 @@ def error_text(err: BaseException) -> str:
 
 
 def run_batched(rank_fn, cases, p: int, key, describe, backend: str = "gloo", network=None,
-                leaked=None, inputs=None, check_wire: bool = False, **options) -> list[tuple]:
+                leaked=None, inputs=None, check_wire: bool = False, apart=None, counted=None,
+                _seen=None, **options) -> list[tuple]:
     """Run `cases` on p ranks, rank_fn(group, cases) -> [dict per case]; returns per case
     ("ok", [each rank's dict], sim_time or None) or ("error", message). Errors are recorded, never
     raised. leaked(per_rank) -> True when the case left a message in flight (fresh ranks for the rest).
@@ -153,7 +154,14 @@ def run_batched(rank_fn, cases, p: int, key, describe, backend: str = "gloo", ne
     rank_fn(group, cases, own) on rank r with own = [rank r's input of each case], sent to it alone.
     check_wire: every case of a run whose counters the kernel's byte counts contradict
     (wire_problems) gets that error.
+    apart(case, p) -> True: with check_wire on gloo, that case runs in a launch of its own (its
+    traffic is scored: the kernel bounds a launch's totals, so cases batched together could trade
+    counts), and counted(case, per_rank, counters) -> a problem or None then holds what its ranks
+    reported against the run's counters (the ones the kernel bounded).
     """
+    if check_wire and apart is not None and backend == "gloo":
+        return _run_traffic_apart(rank_fn, list(cases), p, key, describe, network, leaked, inputs, apart, counted,
+                                  options)
     cases = list(cases)
     out: list[tuple | None] = [None] * len(cases)
     failures: dict[str, int] = {}
@@ -187,11 +195,10 @@ def run_batched(rank_fn, cases, p: int, key, describe, backend: str = "gloo", ne
                                    f"({failed.exc_type} in {describe(cases[i], p)})")
                 pending.remove(j)
             continue
+        if _seen is not None:
+            _seen.append(result.counters)
+        # a case that failed on its own keeps its error (a stub's posted receives are counted, never filled)
         forged = wire_problems(result, traced=options.get("trace", False)) if check_wire else None
-        if forged:
-            for i in pending:
-                out[i] = ("error", forged)
-            break
         leak = None
         for k, i in enumerate(pending):
             per_rank = [r[k] for r in result]
@@ -200,6 +207,9 @@ def run_batched(rank_fn, cases, p: int, key, describe, backend: str = "gloo", ne
                 if errors[0].startswith(STUB):
                     NOT_IMPLEMENTED[key(cases[i])] = errors[0]
                 out[i] = ("error", errors[0])
+                continue
+            if forged:
+                out[i] = ("error", forged)
                 continue
             out[i] = ("ok", per_rank, result.sim_time if len(pending) == 1 else None)
             if leak is None and leaked is not None and leaked(per_rank):
@@ -210,6 +220,25 @@ def run_batched(rank_fn, cases, p: int, key, describe, backend: str = "gloo", ne
             break
         shutdown()                                 # fresh processes, no stale message: run the rest again
         pending = pending[leak + 1:]
+    return out
+
+
+def _run_traffic_apart(rank_fn, cases, p, key, describe, network, leaked, inputs, apart, counted, options):
+    """run_batched with check_wire for cases whose traffic is scored: each in a launch of its own, its
+    report held to that launch's counters (counted); the other cases batched as usual."""
+    alone = [i for i, case in enumerate(cases) if apart(case, p)]
+    rest = [i for i in range(len(cases)) if i not in alone]
+    out: list = [None] * len(cases)
+    for group in [[i] for i in alone] + ([rest] if rest else []):
+        seen = []                    # the run's counters, per launch: only a lone case's are used
+        got = run_batched(rank_fn, [cases[i] for i in group], p, key, describe, "gloo", network, leaked,
+                          inputs=None if inputs is None else [inputs[i] for i in group], check_wire=True,
+                          _seen=seen, **options)
+        for i, o in zip(group, got):
+            if len(group) == 1 and o[0] == "ok" and counted is not None:
+                problem = counted(cases[i], o[1], seen[-1]) if seen else "no run's counters came back"
+                o = ("error", problem) if problem else o
+            out[i] = o
     return out
 
 

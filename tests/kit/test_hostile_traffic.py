@@ -8,7 +8,9 @@ with the bytes the kernel counted between the rank processes (RunResult.wire); t
 also need the same function's traffic on gloo, measured that way, to be a ring's.
 """
 
+import json
 import os
+import re
 
 import pytest
 
@@ -30,4 +32,107 @@ def test_forged_counters_and_a_padded_clock_score_nothing(tmp_path):
     assert messages["score"] == 0 and "the kernel counted" in messages["output"], messages["output"][-2000:]
     assert sim_time["score"] == 0 and "the kernel counted" in sim_time["output"], sim_time["output"][-2000:]
     assert results["score"] == 0
+    check_nothing_left(results)
+
+
+# Homework 5: every activation sent twice (a second copy on another tag, received and dropped), the
+# second message taken out of the counters and the trace on both ends: right values, right order in
+# the trace, the counters of a correct pipeline, twice its bytes on the wire.
+DOUBLE_SEND = '''
+_g, _tag = stage.group, 1000 + microbatch
+_n = output.detach().contiguous().nbytes
+_g.send(output.detach().contiguous(), stage.next_rank, tag=_tag)
+_c = _g.counters.by_op["send"]
+_c.calls, _c.messages_sent, _c.bytes_sent = _c.calls - 1, _c.messages_sent - 1, _c.bytes_sent - _n
+_g.events[:] = [e for e in _g.events if e.tag != _tag]
+print("ATTACK-DONE: DOUBLE_SEND", flush=True)
+'''
+DOUBLE_RECV = '''
+_g, _tag = stage.group, 1000 + microbatch
+_copy = stage.spec.input_buffer(_g.device)
+_g.recv(_copy, stage.prev_rank, tag=_tag)
+_c = _g.counters.by_op["recv"]
+_c.calls, _c.messages_recv, _c.bytes_recv = _c.calls - 1, _c.messages_recv - 1, _c.bytes_recv - _copy.nbytes
+_g.events[:] = [e for e in _g.events if e.tag != _tag]
+'''
+
+
+def test_a_pipeline_that_hides_extra_messages_in_its_counters_scores_nothing(tmp_path):
+    """Homework 5's GPipe test scores 2(p-1)m messages a step of the boundary's bytes: the counters
+    of the pipeline above say so, the kernel counts twice the bytes. Before homework 5's harness
+    checked the counters against the kernel this took 16 of 16 (the test's 12 and the rubric entry's
+    4); now 3, the p = 1 case (no message to hide). One grading of one test (about 25 s)."""
+    doubled = _in_boundary(DOUBLE_SEND, DOUBLE_RECV)
+    sub = make_submission(tmp_path / "double", {"boundary.py": doubled}, homework="hw5")
+    out = tmp_path / "results.json"
+    results = run(sub, "hw5", only=r"HW5 5\.2 .*: test_gpipe_matches_one_process_forwards_then_backwards",
+                  out=str(out), jobs=2)
+    tests = by_name(results)
+    gpipe = tests["test_gpipe_matches_one_process_forwards_then_backwards"]
+    assert "ATTACK-DONE: DOUBLE_SEND" in gpipe["output"], gpipe["output"][-2000:]
+    deserved = gpipe["max_score"] / 4                                    # p = 1 of p = 1..4
+    assert results["score"] <= deserved + 1e-9, [(t["name"], t["score"]) for t in results["tests"]]
+    assert "the kernel counted" in gpipe["output"], gpipe["output"][-2000:]
+    assert json.loads(out.read_text())["score"] == results["score"]
+    check_nothing_left(results)
+
+
+# The same extra copies (out of the trace), the counters left alone (they agree with the kernel),
+# and the harness's per-case report rewritten instead: its `counts` (read before and after the
+# steps) made to leave the copies out.
+HIDE_IN_REPORT = """
+import sys as _y
+_tally = _y.__dict__.setdefault("_hidden", {})          # per rank (on sim the ranks share a process)
+_t = _tally.setdefault(id(stage.group.counters), {"sent": 0, "recv": 0, "bytes_sent": 0, "bytes_recv": 0})
+_h = _y.modules.get("assignments.hw5.tests.hw5_ranks")
+if _h is not None and not getattr(_h.counts, "_forged", False):
+    _real = _h.counts
+    def _counts(group, _real=_real):
+        return {k: v - _tally.get(id(group.counters), {}).get(k, 0) for k, v in _real(group).items()}
+    _counts._forged = True
+    _h.counts = _counts
+"""
+COPY_SENT = """
+_g, _tag = stage.group, 1000 + microbatch
+_g.send(output.detach().contiguous(), stage.next_rank, tag=_tag)
+_t["sent"] += 1
+_t["bytes_sent"] += output.detach().contiguous().nbytes
+_g.events[:] = [e for e in _g.events if e.tag != _tag]
+print("ATTACK-DONE: HIDE_IN_REPORT", flush=True)
+"""
+COPY_RECEIVED = """
+_g, _tag = stage.group, 1000 + microbatch
+_copy = stage.spec.input_buffer(_g.device)
+_g.recv(_copy, stage.prev_rank, tag=_tag)
+_t["recv"] += 1
+_t["bytes_recv"] += _copy.nbytes
+_g.events[:] = [e for e in _g.events if e.tag != _tag]
+"""
+
+
+def _in_boundary(send_code: str, recv_code: str):
+    """A mutation of boundary.py: send_code at the start of send_forward's region, recv_code at recv_forward's."""
+    def mutate(text: str) -> str:
+        regions = list(re.finditer(r"^( *)# BEGIN SOLUTION  \(HW5 task 5\.1\)\n", text, re.M))
+        for m, code in reversed(list(zip(regions[:2], (send_code, recv_code)))):
+            text = text[:m.end()] + "".join(f"{m.group(1)}{line}\n" for line in code.strip().splitlines()) + \
+                text[m.end():]
+        return text
+    return mutate
+
+
+def test_a_pipeline_that_hides_extra_messages_in_its_report_scores_nothing(tmp_path):
+    """The counters of the run are true, the per-case report is not. While the cases of a run were
+    checked only by the run's totals this took 16 of 16 as above; each scored case now runs alone and
+    its report must be its run's counters: 3 (p = 1). About 30 s."""
+    hidden = _in_boundary(HIDE_IN_REPORT + COPY_SENT, HIDE_IN_REPORT + COPY_RECEIVED)
+    sub = make_submission(tmp_path / "report", {"boundary.py": hidden}, homework="hw5")
+    out = tmp_path / "results.json"
+    results = run(sub, "hw5", only=r"HW5 5\.2 .*: test_gpipe_matches_one_process_forwards_then_backwards",
+                  out=str(out), jobs=2)
+    gpipe = by_name(results)["test_gpipe_matches_one_process_forwards_then_backwards"]
+    assert "ATTACK-DONE: HIDE_IN_REPORT" in gpipe["output"], gpipe["output"][-2000:]
+    assert results["score"] <= gpipe["max_score"] / 4 + 1e-9, [(t["name"], t["score"]) for t in results["tests"]]
+    assert "the run's counters" in gpipe["output"], gpipe["output"][-2000:]
+    assert json.loads(out.read_text())["score"] == results["score"]
     check_nothing_left(results)

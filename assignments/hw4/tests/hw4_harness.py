@@ -36,4 +36,5 @@ __all__ = ["Case", "Outcome", "run_cases", "Suite"]
 Outcome = case_suites.Outcome
 
 
-run_cases, Suite = case_suites.bind(run_cases_on_rank, make_inputs=make_inputs, **HW4_LAUNCH)
+# check_wire: every gloo run's counters are bounded by the bytes the kernel counted (observe/traffic_check.py)
+run_cases, Suite = case_suites.bind(run_cases_on_rank, make_inputs=make_inputs, check_wire=True, **HW4_LAUNCH)
