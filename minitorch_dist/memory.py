@@ -170,7 +170,7 @@ class MemoryTracker:
         """Count the tensors autograd saves for backward while inside (saved_tensors_hooks)."""
         def pack(t):
             key = _storage_key(t)
-            holder = _Held(t)
+            holder = SavedTensor(t)
             if key not in self._param_keys:
                 entry = self._saved.setdefault(key, [t.untyped_storage().nbytes(), 0])
                 entry[1] += 1
@@ -178,7 +178,7 @@ class MemoryTracker:
                 self._saved_grew()
             return holder
 
-        with torch.autograd.graph.saved_tensors_hooks(pack, lambda holder: holder.tensor):
+        with torch.autograd.graph.saved_tensors_hooks(pack, SavedTensor.unpack):
             yield self
 
     def _release(self, key) -> None:
@@ -198,10 +198,28 @@ class MemoryTracker:
                 "peak_where": self.peak_where, "cuda": cuda}
 
 
-class _Held:
-    """What autograd keeps for a saved tensor while the tracker watches (its finalizer frees the count)."""
+class SavedTensor:
+    """What a saved-tensor pack hook returns: the tensor and its version when autograd saved it.
 
-    __slots__ = ("tensor", "__weakref__")
+    Torch checks a saved tensor's version counter at backward ("modified by an inplace operation")
+    only when no saved-tensor hooks are active; with hooks, that check is the hooks' job. unpack()
+    makes it, with torch's own message, so code measured under a tracker fails where it would fail
+    unmeasured. Shared by MemoryTracker and homework 5's SavedBytes.
+    """
+
+    __slots__ = ("tensor", "version", "__weakref__")
 
     def __init__(self, tensor: torch.Tensor):
         self.tensor = tensor
+        self.version = tensor._version
+
+    @staticmethod
+    def unpack(box: "SavedTensor") -> torch.Tensor:
+        t = box.tensor
+        if t._version != box.version:
+            raise RuntimeError(
+                "one of the variables needed for gradient computation has been modified by an inplace "
+                f"operation: [{t.type()} {list(t.shape)}] is at version {t._version}; expected version "
+                f"{box.version} instead (seen by the memory tracker's saved-tensor hooks, which take over "
+                "torch's own check). Hint: work on a copy (.clone()) instead of changing a saved tensor in place.")
+        return t

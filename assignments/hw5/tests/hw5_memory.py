@@ -7,6 +7,7 @@
 
 A saved tensor is alive from its forward (pack) until autograd frees it (after its backward, or
 when its graph is dropped). Tensors saved twice count twice (they are what a stage holds for backward).
+A saved tensor changed in place fails backward as it would unmeasured (minitorch_dist.memory.SavedTensor).
 """
 
 from __future__ import annotations
@@ -15,14 +16,7 @@ import weakref
 
 import torch
 
-
-class _Saved:
-    """What the pack hook returns: the tensor, held until autograd drops this box."""
-
-    __slots__ = ("tensor", "__weakref__")
-
-    def __init__(self, tensor: torch.Tensor):
-        self.tensor = tensor
+from minitorch_dist.memory import SavedTensor
 
 
 class SavedBytes:
@@ -40,19 +34,15 @@ class SavedBytes:
         self.live -= nbytes
 
     def _pack(self, tensor: torch.Tensor):
-        box = _Saved(tensor)
+        box = SavedTensor(tensor)
         nbytes = tensor.numel() * tensor.element_size()
         self.live += nbytes
         self.peak = max(self.peak, self.live)
         weakref.finalize(box, self._free, nbytes)
         return box
 
-    @staticmethod
-    def _unpack(box: _Saved) -> torch.Tensor:
-        return box.tensor
-
     def __enter__(self) -> "SavedBytes":
-        self._hooks = torch.autograd.graph.saved_tensors_hooks(self._pack, self._unpack)
+        self._hooks = torch.autograd.graph.saved_tensors_hooks(self._pack, SavedTensor.unpack)
         self._hooks.__enter__()
         return self
 
