@@ -3,13 +3,15 @@
 Recognised, in this order:
 - `python -m minitorch_dist.run` and `torchrun`: RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT;
 - `mpirun`/`mpiexec` (MPICH, Open MPI, Intel MPI, PMIx): PMI_RANK/PMI_SIZE, OMPI_COMM_WORLD_*, PMIX_RANK;
-- SLURM `srun`: SLURM_PROCID, SLURM_STEP_NUM_TASKS (a batch script itself is not a rank).
+- SLURM `srun`: SLURM_PROCID, SLURM_STEP_NUM_TASKS (a batch script itself is not a rank); rank 0's
+  host from MASTER_ADDR, else the step's first node (SLURM_STEP_NODELIST).
 A process started by none of them is the caller of a local job: launch() starts the ranks.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import socket
 from dataclasses import dataclass
 
@@ -65,19 +67,54 @@ def oversubscribed() -> bool:
     return local > cores
 
 
+def slurm_hostnames(text: str) -> list[str]:
+    """SLURM's compressed host list expanded, as `scontrol show hostnames` does:
+    "node[0-2,5],gpu01" -> node0 node1 node2 node5 gpu01 (zero padding kept: n[08-10] -> n08 n09 n10)."""
+    parts, depth, start = [], 0, 0
+    for i, c in enumerate(text + ","):
+        depth += (c == "[") - (c == "]")
+        if c == "," and depth == 0:
+            parts.append(text[start:i])
+            start = i + 1
+    hosts = []
+    for part in filter(None, (p.strip() for p in parts)):
+        m = re.match(r"^(.*?)\[([^\]]*)\](.*)$", part)
+        if m is None:
+            hosts.append(part)
+            continue
+        prefix, ranges, rest = m.groups()
+        tails = slurm_hostnames(rest) if "[" in rest else [rest]
+        for r in ranges.split(","):
+            lo, _, hi = r.partition("-")
+            hosts += [f"{prefix}{k:0{len(lo)}d}{tail}" for k in range(int(lo), int(hi or lo) + 1) for tail in tails]
+    return hosts
+
+
 def slurm_master() -> tuple[str, int]:
-    """MASTER_ADDR/MASTER_PORT for srun: from the environment, else derived from the job."""
+    """MASTER_ADDR/MASTER_PORT for srun. MASTER_ADDR from the environment (the README's recipe: the
+    job's first node), else the job step's first node, where srun puts rank 0 (a step on one node:
+    127.0.0.1). A MASTER_ADDR that names a node of the job this step does not run on (`srun -w node1`
+    in a job that begins at node0) is refused at once: rank 0 listens on the step's first node, and
+    every other rank would wait 5 minutes for a node where no rank runs."""
+    step = slurm_hostnames(os.environ.get("SLURM_STEP_NODELIST", ""))
+    nodes = _int("SLURM_STEP_NUM_NODES") or _int("SLURM_NNODES") or _int("SLURM_JOB_NUM_NODES") or 1
     addr = os.environ.get("MASTER_ADDR")
     if addr is None:
-        if (_int("SLURM_NNODES") or _int("SLURM_JOB_NUM_NODES") or 1) > 1:
+        if nodes > 1 and not step:
             raise RuntimeError(
                 "srun across several nodes: set MASTER_ADDR to the first node's hostname, e.g. "
                 "export MASTER_ADDR=$(scontrol show hostnames $SLURM_JOB_NODELIST | head -n1)")
-        addr = "127.0.0.1"
+        addr = step[0] if nodes > 1 else "127.0.0.1"
+    elif step and addr not in step and addr in slurm_hostnames(os.environ.get("SLURM_JOB_NODELIST", "")):
+        raise RuntimeError(
+            f"MASTER_ADDR={addr} is a node of this job but not of this job step, which runs on "
+            f"{','.join(step)}: rank 0 runs on {step[0]}. For a step on part of the job's nodes, "
+            f"export MASTER_ADDR=$(scontrol show hostnames \"$SLURM_STEP_NODELIST\" | head -n1) inside it, "
+            f"or leave MASTER_ADDR unset (srun's first node is taken)")
     port = _int("MASTER_PORT")
     if port is None:   # one port per job step, so two jobs on a node do not collide
-        job, step = _int("SLURM_JOB_ID") or 0, _int("SLURM_STEP_ID") or 0
-        port = 20000 + (job * 31 + step) % 20000
+        job, step_id = _int("SLURM_JOB_ID") or 0, _int("SLURM_STEP_ID") or 0
+        port = 20000 + (job * 31 + step_id) % 20000
     return addr, port
 
 

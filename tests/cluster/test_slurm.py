@@ -20,6 +20,7 @@ import pytest
 from minitorch_dist.cluster import slurm
 from minitorch_dist.cluster import state as state_mod
 from minitorch_dist.cluster.nodes import bring_up, leftovers, teardown
+from minitorch_dist.runtime.env import detect_external, slurm_hostnames
 from tests.cluster.conftest import cluster_reason, host_links
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -68,6 +69,40 @@ def test_without_slurm_installed_the_error_says_how_to_install_it(monkeypatch):
     monkeypatch.setattr(os.path, "exists", lambda path: False)
     reason = slurm.unavailable_reason()
     assert "slurmctld" in reason and "setup.sh --cluster" in reason and "apt-get install slurm-wlm munge" in reason
+
+
+def test_host_lists_expand_as_scontrol_does():
+    assert slurm_hostnames("node[0-1]") == ["node0", "node1"]
+    assert slurm_hostnames("node[01-03,7],gpu5") == ["node01", "node02", "node03", "node7", "gpu5"]
+    assert slurm_hostnames("n[08-10]") == ["n08", "n09", "n10"]
+    assert slurm_hostnames("r[1-2]n[3-4]") == ["r1n3", "r1n4", "r2n3", "r2n4"]
+    assert slurm_hostnames("node1") == ["node1"] and slurm_hostnames("") == []
+
+
+SRUN_STEP = {"SLURM_STEP_ID": "0", "SLURM_PROCID": "1", "SLURM_STEP_NUM_TASKS": "2", "SLURM_JOB_ID": "7",
+             "SLURM_JOB_NODELIST": "node[0-1]"}
+
+
+def test_srun_takes_rank_0s_host_from_master_addr_else_the_steps_first_node(monkeypatch):
+    for var in ("MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "PMI_RANK", "PMI_SIZE", "OMPI_COMM_WORLD_RANK",
+                "PMIX_RANK", "MPI_LOCALRANKID", "SLURM_NNODES", "SLURM_JOB_NUM_NODES"):
+        monkeypatch.delenv(var, raising=False)
+    for var, value in SRUN_STEP.items():
+        monkeypatch.setenv(var, value)
+    monkeypatch.setenv("SLURM_STEP_NODELIST", "node[0-1]")
+    monkeypatch.setenv("SLURM_STEP_NUM_NODES", "2")
+    job = detect_external()
+    assert (job.launcher, job.rank, job.world_size, job.master_addr) == ("srun", 1, 2, "node0")
+    monkeypatch.setenv("MASTER_ADDR", "10.231.0.1")                       # the README's recipe, as an address
+    assert detect_external().master_addr == "10.231.0.1"
+    # a step on node1 alone, in a job that begins at node0: rank 0 runs on node1
+    monkeypatch.setenv("SLURM_STEP_NODELIST", "node1")
+    monkeypatch.setenv("SLURM_STEP_NUM_NODES", "1")
+    monkeypatch.delenv("MASTER_ADDR")
+    assert detect_external().master_addr == "127.0.0.1"
+    monkeypatch.setenv("MASTER_ADDR", "node0")                            # the job's first node: not in this step
+    with pytest.raises(RuntimeError, match="not of this job step.*SLURM_STEP_NODELIST"):
+        detect_external()
 
 
 # --- on the machine (root, namespaces, slurm-wlm, munge) -----------------------------------------
