@@ -146,9 +146,11 @@ def students(course: str, hw: str) -> list[str]:
     return sorted(s for s in os.listdir(base) if os.path.isdir(os.path.join(base, s, hw))) if os.path.isdir(base) else []
 
 
-def autograde(course: str, hw: str, only: list[str] | None = None, root: str = ROOT, log=print) -> dict[str, list]:
+def autograde(course: str, hw: str, only: list[str] | None = None, root: str = ROOT, log=print,
+              env: dict | None = None) -> dict[str, list]:
     """Autograde each student's notebook on a kit copy holding that student's package files and the
     reference code the homework builds on (tools.overlay.overlay with the homework, as the code grader).
+    env: the environment nbgrader starts from (default this process's).
     Returns {student: [kit paths laid over the stubs]} (an empty list: the student's package is the stubs)."""
     course, editable, laid = os.path.abspath(course), homework_manifest(hw, root)["editable"], {}
     for student in only or students(course, hw):
@@ -160,7 +162,7 @@ def autograde(course: str, hw: str, only: list[str] | None = None, root: str = R
             log(f"{student}: {len(ov.overlaid)} of {len(editable)} package files"
                 + (f" (missing: {', '.join(os.path.basename(m) for m in ov.missing)}: the stubs run)" if ov.missing else "")
                 + (f"; reference code it builds on: {', '.join(ov.provided)}" if ov.provided else ""))
-            log(nbgrader(course, ["autograde", hw, "--student", student, "--force"], ov.env()).rstrip())
+            log(nbgrader(course, ["autograde", hw, "--student", student, "--force"], ov.env(env)).rstrip())
     return laid
 
 

@@ -208,7 +208,8 @@ passes = [launch(ping_pong, 2, args=(SIZES,), kwargs={"repeats": 10, "warmup": 2
 MEASURED = best_of(passes)
 ALPHA, BETA = fit_alpha_beta(list(MEASURED), list(MEASURED.values()))
 ### END SOLUTION
-print(f"alpha = {ALPHA * 1e6:.1f} us, 1/beta = {1 / BETA / 1e9:.2f} GB/s")
+print(f"alpha = {ALPHA * 1e6:.1f} us, " + (f"1/beta = {1 / BETA / 1e9:.2f} GB/s" if BETA > 0 else
+      "beta = 0: no size term fits these times (noise; see the NOTE)"))
 for note in noise_report([MEASURED]):
     print("NOTE:", note)
 
@@ -216,10 +217,13 @@ for note in noise_report([MEASURED]):
 assert isinstance(MEASURED, dict) and len(set(MEASURED)) >= 4, "MEASURED: at least 4 sizes"
 assert min(MEASURED) <= 1 * KB and max(MEASURED) >= 1 * MB, "MEASURED: sizes from <= 1 KB to >= 1 MB"
 assert all(math.isfinite(t) and t > 0 for t in MEASURED.values()), "MEASURED: times must be positive"
+# on a busy machine the times can be noise, and the fit (alpha, beta >= 0) then puts one of them at 0:
+# that is the right fit of those times, so only units and signs are checked here
 for name, value in (("ALPHA", ALPHA), ("BETA", BETA)):
-    assert isinstance(value, float) and math.isfinite(value) and value > 0, f"{name} = {value!r}"
-assert 1e-6 <= ALPHA <= 1e-1, f"ALPHA = {ALPHA:.3g} s is not a plausible latency (1 us .. 100 ms)"
-assert 10e6 <= 1 / BETA <= 1e12, f"1/BETA = {1 / BETA:.3g} B/s is not a plausible bandwidth (10 MB/s .. 1 TB/s)"
+    assert isinstance(value, float) and math.isfinite(value) and value >= 0, f"{name} = {value!r}"
+assert ALPHA + BETA > 0, "ALPHA and BETA are both 0"
+assert ALPHA <= 1e-1, f"ALPHA = {ALPHA:.3g} s is not a plausible latency (at most 100 ms): seconds, not microseconds?"
+assert BETA <= 1e-7, f"BETA = {BETA:.3g} s per byte is under 10 MB/s: seconds per byte, not per megabyte?"
 
 
 # %% nbgrader={"grade": true, "grade_id": "test_measure_fit", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
@@ -254,7 +258,8 @@ assert _mine <= 1.05 * _best_rms + 1e-3, (
 sizes = np.array(sorted(MEASURED), dtype=float)
 fig, ax = plt.subplots(figsize=(6, 4), layout="constrained")
 ax.plot(sizes, [MEASURED[int(n)] for n in sizes], "o", label="ping-pong (one way)")
-ax.plot(sizes, ALPHA + sizes * BETA, "-", label=f"alpha + n*beta: {ALPHA * 1e6:.0f} us, {1 / BETA / 1e9:.2f} GB/s")
+ax.plot(sizes, ALPHA + sizes * BETA, "-", label=f"alpha + n*beta: {ALPHA * 1e6:.0f} us, "
+        + (f"{1 / BETA / 1e9:.2f} GB/s" if BETA > 0 else "beta = 0"))
 ax.set(xscale="log", yscale="log", xlabel="message size (bytes)", ylabel="seconds", title="gloo, 2 ranks")
 ax.legend(fontsize="small")
 plt.show()

@@ -37,8 +37,9 @@ from nbgrader.utils import capture_log
 from traitlets.config import Config
 
 from tests.kit.conftest import notebook_env
+from tools import nbgrader_course
 from tools.nbgrader_course import CONFIG, COURSE_ID
-from tools.overlay import ROOT
+from tools.overlay import ROOT, homework_manifest
 
 # nbgrader's apps log through shared loggers and a step changes its CourseDirectory's assignment:
 # one step at a time in this process (the courses of test_notebooks grade in two threads).
@@ -189,6 +190,7 @@ class GradedCourse:
     reference: dict | BaseException = None     # the answered notebook on the reference package
     stubs: dict | BaseException = None         # {student: grades}: stub_blank, stub_answers on the stubs
     round_trip: dict | BaseException = None    # exported grades, fetched feedback, inbound submissions
+    laid: list | None = None                   # the reference student's handed-in files the autograde laid
 
     @staticmethod
     def value(got):
@@ -198,6 +200,7 @@ class GradedCourse:
 
 
 STUDENTS = {"reference": True, "stub_blank": False, "stub_answers": True}      # {student: answers the notebook}
+OWN_PACKAGE = {"reference"}            # hands in the solutions' package files beside the notebook
 
 
 def source_answers(path: str) -> dict[str, str]:
@@ -208,8 +211,16 @@ def source_answers(path: str) -> dict[str, str]:
             for cell in nb.cells if cell.metadata.get("nbgrader", {}).get("solution")}
 
 
+def reference_files(hw: str) -> dict[str, str]:
+    """{file name: text} of the homework's editable files as solutions/ holds them (flat, as handed in)."""
+    return {os.path.basename(rel): open(os.path.join(ROOT, "solutions", rel)).read()
+            for rel in homework_manifest(hw)["editable"]}
+
+
 def hand_in(course: Course, ex: Exchange, base: str) -> dict:
-    """release_assignment; each student fetches the notebook, answers it or not, and submits; collect."""
+    """release_assignment; each student fetches the notebook, answers it or not, and submits; collect.
+    The student who answers it on their own package ("reference") puts its files beside the notebook
+    before submitting, as the student README's hand-in section says."""
     hw = course.hw.assignment
     ex.release(hw)
     answers, students = source_answers(os.path.join(ROOT, course.hw.path)), {}
@@ -223,15 +234,20 @@ def hand_in(course: Course, ex: Exchange, base: str) -> dict:
                 if cell.metadata.get("nbgrader", {}).get("solution"):
                     cell.source = answers[cell.metadata.nbgrader["grade_id"]]
             nbformat.write(nb, path)
+        if name in OWN_PACKAGE:
+            for file_name, text in reference_files(hw).items():
+                with open(os.path.join(student.folder(hw), file_name), "w") as f:
+                    f.write(text)
         student.submit(hw)
     ex.collect(hw)
     return students
 
 
-def grade_course(hw, base: str, reference_env: dict, stubs_env: dict) -> GradedCourse:
+def grade_course(hw, base: str, stubs_env: dict) -> GradedCourse:
     """Release homework `hw` (test_notebooks.Homework) through nbgrader's exchange to three students,
     who submit the answered notebook (reference, stub_answers) or the blank one (stub_blank); collect;
-    autograde reference on the reference package and the stub_* students on the stub package;
+    autograde reference on the package files it handed in (tools.nbgrader_course.autograde) and the
+    stub_* students on the stub package;
     generate, release and fetch the feedback; export the grades."""
     root, exchange = os.path.join(base, "course"), os.path.join(base, "exchange")
     graded = GradedCourse(new_course(hw, root, exchange))
@@ -243,7 +259,10 @@ def grade_course(hw, base: str, reference_env: dict, stubs_env: dict) -> GradedC
         graded.reference = graded.stubs = graded.round_trip = exc
         return graded
     try:
-        run_nbgrader(root, ["autograde", hw, "--student", "reference", "--force"], reference_env, timeout=280)
+        # the course's own autograde (tools.nbgrader_course): a kit copy holding the files this student
+        # handed in, and the reference code the homework builds on, as an instructor grades
+        graded.laid = nbgrader_course.autograde(root, hw, only=["reference"], log=lambda line: None,
+                                                env=notebook_env(dict(os.environ)))["reference"]
         graded.reference = course.grades("reference")
     except Exception as exc:  # noqa: BLE001 - raised by the test that reads it
         graded.reference = exc

@@ -28,6 +28,7 @@ import pytest
 nbformat = pytest.importorskip("nbformat")
 pytest.importorskip("nbgrader")
 
+from tests.kit.nbgrader_exchange import reference_files  # noqa: E402
 from tests.kit.test_doc_commands import commands  # noqa: E402
 from tools import nbgrader_course as nc  # noqa: E402
 from tools.overlay import ROOT, copy_kit, homework_manifest  # noqa: E402
@@ -146,12 +147,6 @@ def notebook_points(hw: str) -> float:
     nb = nbformat.read(os.path.join(ROOT, nc.notebook_of(hw)), as_version=4)
     return float(sum(cell.metadata.nbgrader.get("points", 0) for cell in nb.cells
                      if cell.metadata.get("nbgrader", {}).get("grade")))
-
-
-def reference_files(hw: str) -> dict[str, str]:
-    """{file name: text} of the homework's editable files as solutions/ holds them (flat, as handed in)."""
-    return {os.path.basename(rel): open(os.path.join(ROOT, "solutions", rel)).read()
-            for rel in homework_manifest(hw)["editable"]}
 
 
 @pytest.fixture(scope="module")

@@ -11,8 +11,9 @@ Every homework in HOMEWORKS and every lecture in LECTURES gets the same checks:
   the kit (tools.overlay), prints what it should and draws its figures.
 - nbgrader, in a temporary course directory per homework (tests/kit/nbgrader_exchange.py):
   generate_assignment strips solutions and hidden tests; release_assignment puts the notebook in an
-  exchange, three students fetch it, answer it or not and submit, the course collects; autograde
-  gives the answered notebook run on the reference package full marks; the blank notebook on the
+  exchange, three students fetch it, answer it or not and submit, the course collects; the course's
+  autograde (tools.nbgrader_course) gives the answered notebook, handed in with the solutions'
+  package files beside it, full marks on those files; the blank notebook on the
   stub package zero; and the answered notebook on the stub package only the points of the questions
   that need no package (part A); feedback is generated, released and fetched; the exported grades
   say the same.
@@ -34,7 +35,7 @@ pytest.importorskip("nbgrader")
 
 from tests.kit.nbgrader_exchange import STUDENTS, GradedCourse, grade_course  # noqa: E402
 from tools.notebooks import build, notebooks, render, source_of  # noqa: E402
-from tools.overlay import ROOT  # noqa: E402
+from tools.overlay import ROOT, homework_manifest  # noqa: E402
 from tools.release import leaks_in_text, readable_text  # noqa: E402
 from tests.kit.conftest import CONCURRENT_NOTEBOOKS  # noqa: E402
 
@@ -184,7 +185,7 @@ def test_lecture_runs_against_the_reference(name, executed_lectures):
 
 # -- nbgrader -----------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
-def graded_courses(request, reference, stubs, tmp_path_factory):
+def graded_courses(request, stubs, tmp_path_factory):
     """{homework: Future of its GradedCourse} for the homeworks the selected tests ask for, graded
     CONCURRENT_NOTEBOOKS at a time in the background (each nbgrader run keeps about one core busy)."""
     wanted = [name for name in HOMEWORKS if any(getattr(item, "callspec", None) is not None and
@@ -192,7 +193,7 @@ def graded_courses(request, reference, stubs, tmp_path_factory):
                                                 for item in request.session.items)]
     pool = ThreadPoolExecutor(max_workers=CONCURRENT_NOTEBOOKS)
     futures = {name: pool.submit(grade_course, HOMEWORKS[name], str(tmp_path_factory.mktemp(f"course-{name}")),
-                                 reference.env(), stubs.env()) for name in wanted}
+                                 stubs.env()) for name in wanted}
     yield futures
     pool.shutdown(wait=True, cancel_futures=True)
 
@@ -217,9 +218,12 @@ def test_release_strips_solutions_and_hidden_tests(graded):
 
 
 @pytest.mark.timeout(600)
-def test_autograde_reference_answers_on_reference_package_full_marks(graded):
+def test_autograde_reference_answers_on_their_own_handed_in_package_full_marks(graded):
+    """The student who answered the notebook handed in the solutions' package files beside it; the
+    course's autograde laid every one of them (and what the homework builds on) and gave full points."""
     grades = graded.value(graded.reference)
     assert grades == graded.course.hw.points, f"not full marks: {grades}"
+    assert sorted(graded.laid) == sorted(homework_manifest(graded.course.hw.assignment)["editable"]), graded.laid
 
 
 @pytest.mark.timeout(600)
