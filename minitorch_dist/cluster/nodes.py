@@ -188,6 +188,11 @@ def teardown(name: str, grace: float = 2.0) -> list:
             os.kill(pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
+    deadline = time.monotonic() + 5           # killed ones may take a moment to go (a SLURM daemon's threads)
+    while pids and time.monotonic() < deadline:
+        pids = {p for p in pids if _alive(p)}
+        if pids:
+            time.sleep(0.05)
     for ns in spaces:
         _run(["ip", "netns", "del", ns], check=False)
         removed.append(f"netns {ns}")

@@ -17,9 +17,10 @@ import time
 
 import pytest
 
+from minitorch_dist.cluster import __main__ as cli
 from minitorch_dist.cluster import slurm
 from minitorch_dist.cluster import state as state_mod
-from minitorch_dist.cluster.nodes import bring_up, leftovers, teardown
+from minitorch_dist.cluster.nodes import leftovers, teardown
 from minitorch_dist.runtime.env import detect_external, slurm_hostnames
 from tests.cluster.conftest import cluster_reason, host_links
 
@@ -116,10 +117,11 @@ def slurm_cluster():
     name = f"mtds{os.getpid() % 100000}"
     st = state_mod.plan(name, 2, None, None, 1)
     try:
-        bring_up(st)
         t0 = time.monotonic()
-        states = slurm.start(st)
-        print(f"SLURM up in {time.monotonic() - t0:.1f} s: {states}")
+        assert cli.main(["--name", name, "up", "--nodes", "2", "--slurm"]) == 0      # as a user types it
+        st = state_mod.load(name)
+        print(f"up --slurm in {time.monotonic() - t0:.1f} s")
+        assert st.slurm and os.path.exists(slurm.conf_path(st))
         yield st
     finally:
         teardown(name)
@@ -230,5 +232,7 @@ def test_down_ends_every_daemon_and_job_and_leaves_nothing_also_after_a_crash(sl
     removed = teardown(st.name)
     print(f"down: {time.monotonic() - t0:.1f} s, {len(removed)} things")
     assert f"folder {st.folder}" in removed
-    assert leftovers(st.name) == [] and _daemons_of(st) == []
+    left = leftovers(st.name)
+    assert left == [] and _daemons_of(st) == [], [(x, _command_lines().get(int(x.split()[1]))) for x in left
+                                                   if x.startswith("process")]
     assert not [cmd for cmd in _command_lines().values() if "sleep 317" in cmd]
