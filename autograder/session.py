@@ -26,7 +26,7 @@ from autograder.cgroups import FairShare
 from autograder.collect import DEFAULT_LIMIT, JOB_ENV, collect, default_suites, test_files
 from autograder.devices import describe_device, resolve_device, scale_limits, set_aside_gpu_tests
 from autograder.jobs import run_all, task_order
-from autograder.kit_copies import make_student_kit, open_interpreter, protect_secrets, seal
+from autograder.kit_copies import compile_kit, make_student_kit, open_interpreter, protect_secrets, seal
 from autograder.results import GradedTest, results_json, summary_table, write_results
 from autograder.rubric import points_summary, rubric_tests
 from autograder.runner import make_runner
@@ -81,6 +81,7 @@ class GradingSession:
         self.escaped = 0
         try:
             copy_kit(self.kit)
+            compile_kit(self.kit)
             if sandbox and is_root():
                 self.layers["files"] = protect_secrets(ROOT)
                 opened = open_interpreter()

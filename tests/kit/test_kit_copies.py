@@ -1,0 +1,59 @@
+"""autograder.kit_copies: the student's copy of the kit, and the bytecode the grader compiles once.
+
+- compile_kit puts hash-checked bytecode beside the kit copy's sources; make_student_kit copies a
+  bytecode file only beside its source, never a hidden test's or a skipped folder's.
+- A source laid after compiling (the submission over a stub) runs as written: its stale bytecode
+  fails the hash check, so Python compiles the new source.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+from autograder.kit_copies import compile_kit, make_student_kit
+
+
+def _write(root, rel: str, text: str) -> None:
+    path = os.path.join(root, rel)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as f:
+        f.write(text)
+
+
+def _pycs(root) -> set[str]:
+    return {os.path.relpath(os.path.join(folder, n), root) for folder, _, names in os.walk(root)
+            for n in names if n.endswith(".pyc")}
+
+
+def test_bytecode_comes_only_beside_its_source_and_never_for_a_hidden_test(tmp_path):
+    kit, student = str(tmp_path / "kit"), str(tmp_path / "student")
+    _write(kit, "minitorch_dist/__init__.py", "")
+    _write(kit, "minitorch_dist/ring.py", "def f():\n    return 'stub'\n")
+    _write(kit, "assignments/hw1/tests/hidden_check.py", "SECRET = 42\n")
+    _write(kit, "autograder/hw1/test_hidden.py", "SECRET = 43\n")
+    compile_kit(kit)
+    compiled = _pycs(kit)
+    assert any("hidden_check" in p for p in compiled) and any("test_hidden" in p for p in compiled)
+    make_student_kit(kit, student, exclude=["assignments/hw1/tests/hidden_check.py"])
+    copied = _pycs(student)
+    assert any(p.startswith("minitorch_dist/__pycache__/ring.") for p in copied), copied
+    assert not [p for p in copied if "hidden" in p], copied
+    assert not os.path.exists(os.path.join(student, "autograder"))
+
+
+def test_a_source_laid_after_compiling_runs_as_written(tmp_path):
+    kit, student = str(tmp_path / "kit"), str(tmp_path / "student")
+    _write(kit, "minitorch_dist/__init__.py", "")
+    _write(kit, "minitorch_dist/ring.py", "def f():\n    return 'stub'\n")
+    compile_kit(kit)
+    make_student_kit(kit, student, exclude=[])
+    _write(student, "minitorch_dist/ring.py", "def f():\n    return 'submitted'\n")      # same size or not
+    code = "import minitorch_dist.ring as r; print(r.f())"
+    env = dict(os.environ, PYTHONPATH=student, PYTHONDONTWRITEBYTECODE="1")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, cwd=student)
+    assert out.stdout.strip() == "submitted", out.stderr
+    _write(student, "minitorch_dist/ring.py", "def f():\n    return 'stubz'\n")           # same size, same second
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, cwd=student)
+    assert out.stdout.strip() == "stubz", out.stderr
