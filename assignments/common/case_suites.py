@@ -94,3 +94,28 @@ def bind(rank_fn, make_inputs=None, **launch):
 
     BoundSuite.run_cases = staticmethod(run_cases)
     return run_cases, BoundSuite
+
+
+def counted_by(fields: dict, parts, loose=None):
+    """run_batched's `counted` for a harness whose reports hold counter snapshots: parts(case, report)
+    -> the report's snapshot dicts that together cover the case (their sum must be the launch's
+    counters: nothing moved out of the scored part or into another case), fields {key: Counters ->
+    int}; loose(case) -> keys that may fall short of the counters (the case also communicates outside
+    the snapshots), default none."""
+    def counted(case, per_rank: list, counters: list) -> str | None:
+        for r, (rep, c) in enumerate(zip(per_rank, counters)):
+            snaps = parts(case, rep)
+            if snaps is None:
+                continue
+            short = loose(case) if loose is not None else ()
+            wrong = []
+            for k, of in fields.items():
+                got, run = sum(s.get(k, 0) for s in snaps), of(c)
+                if got != run and not (k in short and 0 <= got <= run):
+                    wrong.append(f"{k} {got} (the run's counters: {run})")
+            if wrong:
+                return (f"rank {r} reported {', '.join(wrong)}: a case's counts must be its run's, which the "
+                        f"grader checks against the kernel. Communicate only through `group` and leave its "
+                        f"counters alone.")
+        return None
+    return counted

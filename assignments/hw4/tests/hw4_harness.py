@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from assignments.common import case_suites
 from assignments.hw4.tests.hw4_inputs import make_inputs
-from assignments.hw4.tests.hw4_ranks import run_cases_on_rank
+from assignments.hw4.tests.hw4_ranks import OPS, run_cases_on_rank
 from assignments.hw4.tests.hw4_setup import Case
 
 HW4_LAUNCH = {"collectives": True, "trace": False}     # the provided collectives; counters are enough
@@ -36,5 +36,26 @@ __all__ = ["Case", "Outcome", "run_cases", "Suite"]
 Outcome = case_suites.Outcome
 
 
-# check_wire: every gloo run's counters are bounded by the bytes the kernel counted (observe/traffic_check.py)
-run_cases, Suite = case_suites.bind(run_cases_on_rank, make_inputs=make_inputs, check_wire=True, **HW4_LAUNCH)
+# each pass's counts ("fwd", "bwd": hw4_ranks.counts) as the run's Counters give them
+COUNTED = {**{op: (lambda c, op=op: c.op(op).calls) for op in OPS}, "ar_bytes": lambda c: c.op("all_reduce").tensor_bytes,
+           "p2p": lambda c: c.messages_sent, "barrier": lambda c: c.op("barrier").calls}
+
+
+def scored_traffic(case: Case, p: int) -> bool:
+    """Whether a case's collectives are scored (comm_problems): then it runs in a launch of its own."""
+    return p > 1 and not case.kind.startswith("bad_")
+
+
+def _passes(case: Case, rep: dict):
+    return [rep["fwd"], rep["bwd"]] if "fwd" in rep and "bwd" in rep else None
+
+
+def _loose(case: Case) -> set:
+    """sp also all-reduces its layer norms' gradients after the backward pass (unscored)."""
+    return {"all_reduce", "ar_bytes"} if case.kind == "sp" else set()
+
+
+# check_wire: every gloo run's counters are bounded by the bytes the kernel counted (observe/traffic_check.py);
+# a case whose collectives are scored runs alone, its two passes' counts adding up to its run's counters
+WIRE = {"check_wire": True, "apart": scored_traffic, "counted": case_suites.counted_by(COUNTED, _passes, _loose)}
+run_cases, Suite = case_suites.bind(run_cases_on_rank, make_inputs=make_inputs, **WIRE, **HW4_LAUNCH)

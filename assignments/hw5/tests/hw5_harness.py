@@ -45,23 +45,9 @@ def scored_traffic(case: Case, p: int) -> bool:
     return p > 1 and case.kind not in UNSCORED_TRAFFIC
 
 
-def counted_problems(case: Case, per_rank: list, counters: list) -> str | None:
-    """A case run alone: each rank's "counts" must be its whole launch's counters (which the kernel
-    bounded), so no count can be moved out of the scored steps or into another case."""
-    for r, (rep, c) in enumerate(zip(per_rank, counters)):
-        got = rep.get("counts") if isinstance(rep, dict) else None
-        if not isinstance(got, dict):
-            continue
-        wrong = [f"{k} {got.get(k)} (the run's counters: {f(c)})" for k, f in COUNTED.items()
-                 if k in got and got[k] != f(c)]
-        if wrong:
-            return (f"rank {r} reported {', '.join(wrong)}: the steps' counts must be the run's, which the grader "
-                    f"checks against the kernel. Communicate only through `group` and leave its counters alone.")
-    return None
-
-
 # check_wire: every gloo run's counters are bounded by the bytes the kernel counted (observe/traffic_check.py);
 # a case whose messages are scored runs alone, its counts held to its run's counters (rank_runs.run_batched)
+counted_problems = case_suites.counted_by(COUNTED, lambda case, rep: [rep["counts"]] if "counts" in rep else None)
 WIRE = {"check_wire": True, "apart": scored_traffic, "counted": counted_problems}
 run_cases, Suite = case_suites.bind(run_cases_on_rank, make_inputs=make_inputs, **WIRE, **HW5_LAUNCH)
 _, GridSuite = case_suites.bind(run_cases_on_rank, make_inputs=make_inputs, **WIRE, **HW5_GRID_LAUNCH)
