@@ -10,7 +10,8 @@ Hostnames: each node has a persistent UTS namespace, bound to a file under the c
 running; entering a node is `ip netns exec <netns> nsenter --uts=<file> -- CMD`. `ip netns exec`
 also gives the command a mount namespace with /etc/netns/<netns>/hosts bound over /etc/hosts: that
 file names every node (node<i> -> its address), so `node0` resolves on every node and a node's own
-hostname resolves to its cluster address (gloo and MPICH pick the interface that way).
+hostname resolves to its cluster address (gloo and MPICH pick the interface that way). An
+nsswitch.conf there resolves names from that file only (a node has no DNS server to reach).
 """
 
 from __future__ import annotations
@@ -52,6 +53,18 @@ def _hosts_file(state: ClusterState) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _nsswitch_file() -> str:
+    """The host's nsswitch.conf with names resolved from /etc/hosts only: a node has no route to a
+    DNS server, and a lookup there fails as 'temporary' (EAI_AGAIN), which getnameinfo reports
+    instead of falling back to the number (torch's TCPStore warned on every connection to 0.0.0.0)."""
+    try:
+        with open("/etc/nsswitch.conf") as f:
+            lines = [line for line in f.read().splitlines() if not line.startswith("hosts:")]
+    except OSError:
+        lines = []
+    return "\n".join(lines + ["hosts:          files"]) + "\n"
+
+
 def bring_up(state: ClusterState) -> ClusterState:
     """Create the cluster `state` describes (state.phase 'creating' -> 'up'). The record is written
     first, so a crash half-way leaves something `down` can remove; on an error everything made so
@@ -80,6 +93,8 @@ def bring_up(state: ClusterState) -> ClusterState:
             os.makedirs(os.path.join(NETNS_ETC, n.netns), exist_ok=True)
             with open(os.path.join(NETNS_ETC, n.netns, "hosts"), "w") as f:
                 f.write(hosts)
+            with open(os.path.join(NETNS_ETC, n.netns, "nsswitch.conf"), "w") as f:
+                f.write(_nsswitch_file())
             _run(["ip", "-n", n.netns, "link", "set", "lo", "up"])
             # made inside the switch namespace, the peer moved straight into the node: never in the host's
             _run(["ip", "-n", sw, "link", "add", "name", f"veth{i}", "type", "veth", "peer", "name", "eth0",
