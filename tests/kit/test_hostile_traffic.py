@@ -136,3 +136,42 @@ def test_a_pipeline_that_hides_extra_messages_in_its_report_scores_nothing(tmp_p
     assert "the run's counters" in gpipe["output"], gpipe["output"][-2000:]
     assert json.loads(out.read_text())["score"] == results["score"]
     check_nothing_left(results)
+
+
+# Homework 4: reduce_from_region's all-reduce done as an all-gather and a local sum (right values),
+# the counters left alone, the harness's per-pass report made to say all_reduce.
+GATHER_AS_REDUCE = '''
+import sys as _y
+_tally = _y.__dict__.setdefault("_as_reduce", {})
+_h = _y.modules.get("assignments.hw4.tests.hw4_ranks")
+if _h is not None and not getattr(_h.counts, "_forged", False):
+    def _counts(g, _real=_h.counts):
+        out, (calls, nbytes) = _real(g), _tally.get(id(g.counters), (0, 0))
+        out["all_gather"] -= calls
+        out["all_reduce"] += calls
+        out["ar_bytes"] += nbytes
+        return out
+    _counts._forged = True
+    _h.counts = _counts
+_c, _n = _tally.get(id(group.counters), (0, 0))
+_tally[id(group.counters)] = (_c + 1, _n + x.contiguous().nbytes)
+print("ATTACK-DONE: GATHER_AS_REDUCE", flush=True)
+return group.all_gather(x.contiguous()).view(group.size, *x.shape).sum(0)
+'''
+
+
+def test_an_all_gather_reported_as_an_all_reduce_scores_nothing(tmp_path):
+    """Homework 4's test_comm_ops scores which collective each pass ran. While its cases were checked
+    by the run's totals only, this took the test's 10 points and the task's rubric entry; each
+    piece now runs alone and its passes' counts must add up to its run's counters: 0. About 30 s."""
+    from tests.kit.test_hostile_inputs_hw36 import in_function
+    forged = in_function("forward", GATHER_AS_REDUCE, "HW4", "4.1", after="class _ReduceFromRegion")
+    sub = make_submission(tmp_path / "gather", {"comm.py": forged}, homework="hw4")
+    out = tmp_path / "results.json"
+    results = run(sub, "hw4", only=r"HW4 4\.1 .*: test_comm_ops_forward_and_backward$", out=str(out), jobs=2)
+    comm = by_name(results)["test_comm_ops_forward_and_backward"]
+    assert "ATTACK-DONE: GATHER_AS_REDUCE" in comm["output"], comm["output"][-2000:]
+    assert results["score"] == 0, [(t["name"], t["score"]) for t in results["tests"]]
+    assert "the run's counters" in comm["output"], comm["output"][-2000:]
+    assert json.loads(out.read_text())["score"] == results["score"]
+    check_nothing_left(results)
