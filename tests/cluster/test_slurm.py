@@ -65,11 +65,19 @@ def test_the_configuration_names_every_node_and_lives_in_the_cluster_folder():
     assert "MpiDefault=none" in text and "auth/munge" in text
 
 
-def test_without_slurm_installed_the_error_says_how_to_install_it(monkeypatch):
-    monkeypatch.setattr(shutil, "which", lambda name: None)
-    monkeypatch.setattr(os.path, "exists", lambda path: False)
-    reason = slurm.unavailable_reason()
+def test_without_slurm_installed_the_error_says_how_to_install_it(monkeypatch, capsys):
+    with monkeypatch.context() as m:
+        m.setattr(shutil, "which", lambda name: None)
+        m.setattr(os.path, "exists", lambda path: False)
+        reason = slurm.unavailable_reason()
     assert "slurmctld" in reason and "setup.sh --cluster" in reason and "apt-get install slurm-wlm munge" in reason
+    # `up --slurm` says so before it makes anything (on a machine able to host the nodes)
+    monkeypatch.setattr(cli.preflight, "require", lambda bits=None: None)
+    monkeypatch.setattr(slurm, "unavailable_reason", lambda: reason)
+    name = f"mtdnoslurm{os.getpid() % 100000}"
+    assert cli.main(["--name", name, "up", "--nodes", "2", "--slurm"]) == 2
+    assert "setup.sh --cluster" in capsys.readouterr().err
+    assert state_mod.load(name) is None and not os.path.exists(state_mod.folder(name))
 
 
 def test_host_lists_expand_as_scontrol_does():
