@@ -284,7 +284,9 @@ def median_step(runs):
 # linear scaling from p = 1 (two lines), and keep the figure in `FIG_THROUGHPUT`.
 #
 # This machine's ranks share its CPU cores (`os.cpu_count()`), so do not expect the ideal line. What
-# limits you here, and what would on a cluster?
+# limits you here, and what would on a cluster? On a busy machine these times are noise (run the cell
+# again when it is quiet before drawing conclusions); the tests check what you store and its units, not
+# how fast your machine is.
 
 # %% nbgrader={"grade": false, "grade_id": "throughput", "locked": false, "schema_version": 3, "solution": true, "task": false}
 ### BEGIN SOLUTION
@@ -308,7 +310,9 @@ assert all(math.isfinite(t) and t > 0 for t in THROUGHPUT.values()), "throughput
 assert isinstance(FIG_THROUGHPUT, matplotlib.figure.Figure)
 assert len([l for ax in FIG_THROUGHPUT.axes for l in ax.get_lines()]) >= 2, "measured and ideal lines"
 ### BEGIN HIDDEN TESTS
-assert all(10 <= t <= 1e8 for t in THROUGHPUT.values()), f"implausible samples/s: {THROUGHPUT}"
+# units only (samples per second, not seconds per sample): a busy machine makes the numbers small, and
+# below 1 sample/s, 4 of the 8 timed steps alone take over 4 minutes (a grading cell's limit is 5)
+assert all(1 <= t <= 1e8 for t in THROUGHPUT.values()), f"implausible samples/s: {THROUGHPUT}"
 ### END HIDDEN TESTS
 
 # %% [markdown]
