@@ -24,7 +24,7 @@ import shutil
 import subprocess
 import sys
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import nbformat
 from nbgrader.api import Gradebook
@@ -191,6 +191,7 @@ class GradedCourse:
     stubs: dict | BaseException = None         # {student: grades}: stub_blank, stub_answers on the stubs
     round_trip: dict | BaseException = None    # exported grades, fetched feedback, inbound submissions
     laid: list | None = None                   # the reference student's handed-in files the autograde laid
+    log: list = field(default_factory=list)    # the course autograde's lines for the reference student
 
     @staticmethod
     def value(got):
@@ -261,7 +262,7 @@ def grade_course(hw, base: str, stubs_env: dict) -> GradedCourse:
     try:
         # the course's own autograde (tools.nbgrader_course): a kit copy holding the files this student
         # handed in, and the reference code the homework builds on, as an instructor grades
-        graded.laid = nbgrader_course.autograde(root, hw, only=["reference"], log=lambda line: None,
+        graded.laid = nbgrader_course.autograde(root, hw, only=["reference"], log=graded.log.append,
                                                 env=notebook_env(dict(os.environ)))["reference"]
         graded.reference = course.grades("reference")
     except Exception as exc:  # noqa: BLE001 - raised by the test that reads it

@@ -7,14 +7,12 @@ command, in a copy of the kit holding their code: its nbgrader_config.py, fetch,
 generates and releases feedback, which each student fetches; the grades are exported to a CSV. No PATH
 set by hand and no checksum warning.
 
-Homework 3 goes through the same course: it runs on homework 2's reference BucketedDDP (homework.json
-builds_on), which the notebook grader must lay as the code grader does; the correct student hands it in
-too and must get every notebook point (without that reference, part B on fails: 6 of 17).
-
 Every homework's notebook goes through the exchange in test_notebooks.py too (its per-homework courses:
-release_assignment, fetch, submit, collect, autograde, feedback, export; the steps other than
-generate_assignment and autograde in-process, tests/kit/nbgrader_exchange.py): an answered notebook at
-full points, a blank one at zero. Here the same steps run as commands, as students and the README run them.
+release_assignment, fetch, submit, collect, the course's autograde, feedback, export; the steps other
+than generate_assignment and autograde in-process, tests/kit/nbgrader_exchange.py): an answered notebook
+handed in with its package files at full points (homework 3's too, which runs on homework 2's reference
+BucketedDDP, homework.json builds_on: without it, part B on fails, 6 of 17), a blank one at zero. Here
+the same steps run as commands, as students and the README run them, for homework 4.
 """
 
 from __future__ import annotations
@@ -28,7 +26,7 @@ import pytest
 nbformat = pytest.importorskip("nbformat")
 pytest.importorskip("nbgrader")
 
-from tests.kit.nbgrader_exchange import reference_files  # noqa: E402
+from tests.kit.nbgrader_exchange import reference_files, source_answers  # noqa: E402
 from tests.kit.test_doc_commands import commands  # noqa: E402
 from tools import nbgrader_course as nc  # noqa: E402
 from tools.overlay import ROOT, copy_kit, homework_manifest  # noqa: E402
@@ -38,8 +36,6 @@ pytestmark = [pytest.mark.notebook, pytest.mark.slow]
 HW = "hw4"
 FULL = 17.0                     # homework 4 notebook: part A 7 + part B 6 + part C 4
 NOTEBOOK = os.path.basename(nc.notebook_of(HW))
-BUILDS_ON = "hw3"               # runs on hw2's reference (homework.json builds_on); only the correct student
-MARKER = re.compile(r"^\s*### (BEGIN|END) SOLUTION\s*$")
 STUDENT_CONFIG = """c = get_config()
 c.CourseDirectory.course_id = {course!r}
 c.CourseDirectory.student_id = {student!r}
@@ -98,10 +94,9 @@ class ReadmeStudent(Student):
         self.name, self.home, self.kit = name, os.path.join(base, "students", name), os.path.join(base, "kit-" + name)
         os.makedirs(self.home)
         copy_kit(self.kit)                          # with its .venv (a link)
-        for hw in (HW, BUILDS_ON):
-            for rel in homework_manifest(hw)["editable"]:
-                with open(os.path.join(ROOT, "solutions", rel)) as src, open(os.path.join(self.kit, rel), "w") as dst:
-                    dst.write(src.read())
+        for rel in homework_manifest(HW)["editable"]:
+            with open(os.path.join(ROOT, "solutions", rel)) as src, open(os.path.join(self.kit, rel), "w") as dst:
+                dst.write(src.read())
         config, _ = readme_handin(HW)
         filled = config.replace('"/srv/nbgrader/exchange"', repr(exchange)).replace('"your-student-id"', repr(name))
         assert filled.count(repr(exchange)) == 1 and filled.count(repr(name)) == 1, config
@@ -136,28 +131,18 @@ class ReadmeStudent(Student):
 
 def instructor_answers(hw: str = HW) -> dict[str, str]:
     """{grade id: code} of each solution cell of the source notebook, its solution markers dropped."""
-    nb = nbformat.read(os.path.join(ROOT, nc.notebook_of(hw)), as_version=4)
-    return {cell.metadata.nbgrader["grade_id"]: "\n".join(line for line in cell.source.splitlines()
-                                                           if not MARKER.match(line))
-            for cell in nb.cells if cell.metadata.get("nbgrader", {}).get("solution")}
-
-
-def notebook_points(hw: str) -> float:
-    """The points of every graded cell of the homework's source notebook."""
-    nb = nbformat.read(os.path.join(ROOT, nc.notebook_of(hw)), as_version=4)
-    return float(sum(cell.metadata.nbgrader.get("points", 0) for cell in nb.cells
-                     if cell.metadata.get("nbgrader", {}).get("grade")))
+    return source_answers(os.path.join(ROOT, nc.notebook_of(hw)))
 
 
 @pytest.fixture(scope="module")
 def round_trip(tmp_path_factory):
-    """The whole course loop once for the module (about 85 s on 2 cores, hence shared by its tests):
-    two homeworks released, fetched by students through the exchange, submitted, collected and
+    """The whole course loop once for the module (about 60 s on 2 cores, hence shared by its tests):
+    the homework released, fetched by students through the exchange, submitted, collected and
     autograded, feedback generated and fetched."""
     base = str(tmp_path_factory.mktemp("nbgrader"))
     course, exchange = os.path.join(base, "course"), os.path.join(base, "exchange")
     env_path = os.environ.get("PATH", "")
-    nc.setup(course, [HW, BUILDS_ON], exchange=exchange)             # generate_assignment, release_assignment
+    nc.setup(course, [HW], exchange=exchange)                       # generate_assignment, release_assignment
     assert os.environ.get("PATH", "") == env_path                  # nothing set by hand, nothing left set
     reference = reference_files(HW)
     answers = instructor_answers()
@@ -168,16 +153,14 @@ def round_trip(tmp_path_factory):
     for name, (cells, files) in work.items():
         if name == "correct":                       # as the student README says, command for command
             student = students[name] = ReadmeStudent(base, name, exchange)
-            exchanged += student.hand_in(HW, cells) + student.hand_in(BUILDS_ON, instructor_answers(BUILDS_ON))
+            exchanged += student.hand_in(HW, cells)
             continue
         student = students[name] = Student(base, name, exchange)
         exchanged.append(student.nbgrader("fetch_assignment", HW))
         student.answer(cells, files)
         exchanged.append(student.nbgrader("submit", HW))
     exchanged.append(nc.collect(course, HW, check_owner=False))     # every student is this one user here
-    exchanged.append(nc.collect(course, BUILDS_ON, check_owner=False))
     laid = nc.autograde(course, HW, log=logs.append)
-    laid_builds_on = nc.autograde(course, BUILDS_ON, log=logs.append)
     logs.append(nc.nbgrader(course, ["generate_feedback", HW, "--force"]))
     exchanged.append(nc.nbgrader(course, ["release_feedback", HW]))
     for student in students.values():
@@ -185,7 +168,7 @@ def round_trip(tmp_path_factory):
                          else student.nbgrader("fetch_feedback", HW))
     grades = nc.read_grades(nc.export(course))
     return dict(course=course, exchange=exchange, students=students, laid=laid, grades=grades,
-                logs=exchanged + logs, exchanged=exchanged, answers=answers, laid_builds_on=laid_builds_on)
+                logs=exchanged + logs, exchanged=exchanged, answers=answers)
 
 
 def test_students_fetch_the_released_notebook_without_answers(round_trip):
@@ -196,8 +179,8 @@ def test_students_fetch_the_released_notebook_without_answers(round_trip):
     assert "BEGIN SOLUTION" not in text and "BEGIN HIDDEN TESTS" not in text
     assert any(answer.strip() and answer.strip() not in text for answer in round_trip["answers"].values())
     inbound = os.listdir(os.path.join(round_trip["exchange"], nc.COURSE_ID, "inbound"))
-    assert sorted(entry.split("+")[:2] for entry in inbound) == [["broken", HW], ["correct", BUILDS_ON],
-                                                                  ["correct", HW], ["partial", HW]], inbound
+    assert sorted(entry.split("+")[:2] for entry in inbound) == [["broken", HW], ["correct", HW],
+                                                                  ["partial", HW]], inbound
     warned = [log for log in round_trip["exchanged"] if "WARNING" in log or "ERROR" in log]
     assert warned == [], warned
     collected = os.path.join(round_trip["course"], "submitted", "partial", HW)
@@ -213,17 +196,6 @@ def test_each_student_is_graded_on_their_own_package(round_trip):
     assert 0 < grades[(HW, "partial")] < FULL, grades                # part A, not the parts needing blocks
     assert grades[(HW, "broken")] == 0, grades
     assert any("partial: 2 of" in line and "the stubs run" in line for line in logs), logs
-
-
-def test_a_homework_that_builds_on_an_earlier_one_gets_full_notebook_points(round_trip):
-    """hw3's notebook runs on hw2's BucketedDDP: the notebook grader lays its reference, as the code grader."""
-    provided = homework_manifest(BUILDS_ON)["builds_on"]
-    assert provided, f"{BUILDS_ON} no longer builds on an earlier homework: pick one that does"
-    assert sorted(round_trip["laid_builds_on"]["correct"]) == sorted(homework_manifest(BUILDS_ON)["editable"])
-    assert any(line.startswith("correct: ") and all(rel in line for files in provided.values() for rel in files)
-               for line in round_trip["logs"]), round_trip["logs"]
-    full = notebook_points(BUILDS_ON)
-    assert full > 0 and round_trip["grades"][(BUILDS_ON, "correct")] == full, round_trip["grades"]
 
 
 def test_no_checksum_warning_and_every_student_fetches_feedback(round_trip):

@@ -220,10 +220,15 @@ def test_release_strips_solutions_and_hidden_tests(graded):
 @pytest.mark.timeout(600)
 def test_autograde_reference_answers_on_their_own_handed_in_package_full_marks(graded):
     """The student who answered the notebook handed in the solutions' package files beside it; the
-    course's autograde laid every one of them (and what the homework builds on) and gave full points."""
+    course's autograde laid every one of them and the reference code the homework builds on (homework 3
+    runs on homework 2's BucketedDDP: without it a correct student got 6 of 17), and gave full points."""
     grades = graded.value(graded.reference)
     assert grades == graded.course.hw.points, f"not full marks: {grades}"
-    assert sorted(graded.laid) == sorted(homework_manifest(graded.course.hw.assignment)["editable"]), graded.laid
+    manifest = homework_manifest(graded.course.hw.assignment)
+    assert sorted(graded.laid) == sorted(manifest["editable"]), graded.laid
+    provided = [rel for files in manifest.get("builds_on", {}).values() for rel in files]
+    assert any(line.startswith("reference: ") and all(rel in line for rel in provided) for line in graded.log), (
+        f"the earlier homework's reference this one runs on ({provided}) was not laid: {graded.log}")
 
 
 @pytest.mark.timeout(600)
