@@ -36,6 +36,7 @@ from assignments.common.verdicts import (MAX_SHOWN, STUB, fail, judge, only_stub
                                          select_tasks, selected, selected_tasks)
 from minitorch_dist import LaunchError, PeerFailedError, RankError, SimNetwork, launch, shutdown
 from minitorch_dist.runtime.launching.plain import plain_record
+from minitorch_dist.runtime.observe.run_meter import VAR as KERNEL_TRAFFIC_VAR
 from minitorch_dist.runtime.observe.traffic_check import disagreements
 
 DEFAULT_DEADLINE = 10.0    # seconds a blocking op may wait (MINITORCH_DIST_DEADLINE overrides it)
@@ -154,12 +155,13 @@ def run_batched(rank_fn, cases, p: int, key, describe, backend: str = "gloo", ne
     rank_fn(group, cases, own) on rank r with own = [rank r's input of each case], sent to it alone.
     check_wire: every case of a run whose counters the kernel's byte counts contradict
     (wire_problems) gets that error.
-    apart(case, p) -> True: with check_wire on gloo, that case runs in a launch of its own (its
-    traffic is scored: the kernel bounds a launch's totals, so cases batched together could trade
-    counts), and counted(case, per_rank, counters) -> a problem or None then holds what its ranks
-    reported against the run's counters (the ones the kernel bounded).
+    apart(case, p) -> True: with check_wire on gloo and the kernel measuring (run_meter.VAR, which
+    the autograder sets), that case runs in a launch of its own (its traffic is scored: the kernel
+    bounds a launch's totals, so cases batched together could trade counts), and counted(case,
+    per_rank, counters) -> a problem or None then holds what its ranks reported against the run's
+    counters (the ones the kernel bounded).
     """
-    if check_wire and apart is not None and backend == "gloo":
+    if check_wire and apart is not None and backend == "gloo" and os.environ.get(KERNEL_TRAFFIC_VAR) == "1":
         return _run_traffic_apart(rank_fn, list(cases), p, key, describe, network, leaked, inputs, apart, counted,
                                   options)
     cases = list(cases)
