@@ -175,3 +175,47 @@ def test_an_all_gather_reported_as_an_all_reduce_scores_nothing(tmp_path):
     assert "the run's counters" in comm["output"], comm["output"][-2000:]
     assert json.loads(out.read_text())["score"] == results["score"]
     check_nothing_left(results)
+
+
+# Homework 3: compressed_all_reduce all-gathers the dense tensor and compresses every rank's copy
+# itself (right values), the counters left alone, the report's all-gathered bytes made the payload's.
+DENSE_AS_PAYLOAD = '''
+import sys as _y
+_tally = _y.__dict__.setdefault("_dense", {})
+_h = _y.modules.get("assignments.hw3.tests.hw3_ranks")
+if _h is not None and not getattr(_h.counts, "_forged", False):
+    def _counts(g, _real=_h.counts):
+        out = _real(g)
+        out["all_gather_bytes"] -= _tally.get(id(g.counters), 0)
+        return out
+    _counts._forged = True
+    _h.counts = _counts
+_flat = x.detach().reshape(-1).contiguous()
+_n = _flat.numel()
+_all = group.all_gather(_flat)
+_tally[id(group.counters)] = _tally.get(id(group.counters), 0) + _flat.nbytes - \\
+    sum(t.nbytes for t in compressor.compress(_flat.clone()))
+_sum = sum(compressor.decompress(compressor.compress(_all[r * _n:(r + 1) * _n].clone()), _n, x.dtype)
+           for r in range(group.size))
+print("ATTACK-DONE: DENSE_AS_PAYLOAD", flush=True)
+return (_sum / group.size if op == "avg" else _sum).view(x.shape)
+'''
+
+
+def test_a_dense_all_gather_reported_as_the_payload_scores_nothing(tmp_path):
+    """Homework 3's test_compressed_all_reduce_sends_only_the_payload scores the bytes that went into
+    all_gather. While its cases were checked by the run's totals only, this took its 4 points and
+    the task's rubric entry; each compressed all-reduce now runs alone and its comm must be its
+    run's counters: 0. About 30 s."""
+    from tests.kit.test_hostile_inputs_hw36 import in_function
+    forged = in_function("compressed_all_reduce", DENSE_AS_PAYLOAD, "HW3", "3.1")
+    sub = make_submission(tmp_path / "dense", {"quantize.py": forged}, homework="hw3")
+    out = tmp_path / "results.json"
+    results = run(sub, "hw3", only=r"HW3 3\.1 .*: test_compressed_all_reduce_sends_only_the_payload$",
+                  out=str(out), jobs=2)
+    comm = by_name(results)["test_compressed_all_reduce_sends_only_the_payload"]
+    assert "ATTACK-DONE: DENSE_AS_PAYLOAD" in comm["output"], comm["output"][-2000:]
+    assert results["score"] == 0, [(t["name"], t["score"]) for t in results["tests"]]
+    assert "the run's counters" in comm["output"], comm["output"][-2000:]
+    assert json.loads(out.read_text())["score"] == results["score"]
+    check_nothing_left(results)
