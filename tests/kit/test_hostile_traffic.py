@@ -6,6 +6,13 @@ to a ring's 2(p-1) chunk messages and, on the sim backend, its clock padded with
 up to the ring's cost (alpha and beta measured in-band). The traffic tests compare the counters
 with the bytes the kernel counted between the rank processes (RunResult.wire); the sim-time tests
 also need the same function's traffic on gloo, measured that way, to be a ring's.
+
+Homeworks 3-5 (their cases batched several to a launch): a GPipe that hides extra messages in its
+counters (caught by the kernel check homework 5 now has), and forgeries that leave the counters
+true and rewrite the harness's per-case report instead (a hw5 GPipe, hw4's reduce_from_region as
+an all-gather, hw3's compressed all-reduce of the dense tensor): caught because a case whose traffic
+is scored runs in a launch of its own and its report must add up to that launch's counters
+(rank_runs.run_batched apart=/counted=, case_suites.counted_by).
 """
 
 import json
