@@ -6,12 +6,12 @@ frame (run_case_list: the case, this rank's own input of it), every input maker 
 modules (hw*_inputs.make_inputs and the like), the grading's input secret (the environment, every
 /proc/*/environ, the file a variable names), and any list in memory that holds every rank's input;
 keep a rebuild only when it gives back this rank's own input. It prints ATTACK-REBUILT with what it
-used, or ATTACK-NOTHING-REBUILT. No input maker ever gives a rank's own input back; the memory search
-sometimes "finds" a list holding an equal of its own input at its index (copies of its own inputs,
-replicated parts), which is not the other ranks' inputs: the value checks fail all the same. Homework 3's compressed all-reduce then computes the answer from
-the rebuilt inputs (the cheat); the others only report, since nothing can be rebuilt: each rank is
-sent its own input only, made in the test process from a secret the sandbox cannot read
-(assignments/common/rank_inputs.py). What each homework's piece does without communicating:
+used, or ATTACK-NOTHING-REBUILT. No input maker ever gives a rank's own input back; the memory
+search sometimes "finds" a list holding an equal of its own input at its index (copies of its own
+inputs, replicated parts), which is not the other ranks' inputs: the value checks fail all the same.
+Homework 3's compressed all-reduce then computes the answer from the rebuilt inputs (the cheat); the
+others only report, since nothing can be rebuilt: each rank is sent its own input only, made in the
+test process from a secret the sandbox cannot read (assignments/common/rank_inputs.py). What each homework's piece does without communicating:
 
     hw3  compressed_all_reduce      its own decompressed payload (right at p = 1 only)
     hw4  reduce_from_region         returns its input (no all-reduce): wrong at every TP size graded

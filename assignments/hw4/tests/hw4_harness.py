@@ -37,8 +37,9 @@ Outcome = case_suites.Outcome
 
 
 # each pass's counts ("fwd", "bwd": hw4_ranks.counts) as the run's Counters give them
-COUNTED = {**{op: (lambda c, op=op: c.op(op).calls) for op in OPS}, "ar_bytes": lambda c: c.op("all_reduce").tensor_bytes,
-           "p2p": lambda c: c.messages_sent, "barrier": lambda c: c.op("barrier").calls}
+COUNTED = {**{op: (lambda c, op=op: c.op(op).calls) for op in OPS},
+           "ar_bytes": lambda c: c.op("all_reduce").tensor_bytes, "p2p": lambda c: c.messages_sent,
+           "barrier": lambda c: c.op("barrier").calls}
 
 
 def scored_traffic(case: Case, p: int) -> bool:
