@@ -57,3 +57,18 @@ def test_a_source_laid_after_compiling_runs_as_written(tmp_path):
     _write(student, "minitorch_dist/ring.py", "def f():\n    return 'stubz'\n")           # same size, same second
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, cwd=student)
     assert out.stdout.strip() == "stubz", out.stderr
+
+
+def test_bytecode_shared_between_kit_copies_names_each_copys_own_files(tmp_path):
+    """A session reuses what an earlier session of the process compiled; the code still names the file
+    it was imported from (a traceback in feedback points into this grading's copy)."""
+    for name in ("first", "second"):
+        _write(str(tmp_path / name), "minitorch_dist/__init__.py", "")
+        _write(str(tmp_path / name), "minitorch_dist/ring.py", "def f():\n    raise ValueError('here')\n")
+        compile_kit(str(tmp_path / name))
+    second = str(tmp_path / "second")
+    code = "import minitorch_dist.ring as r; print(r.__spec__.cached); print(r.f.__code__.co_filename)"
+    env = dict(os.environ, PYTHONPATH=second, PYTHONDONTWRITEBYTECODE="1")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, cwd=second)
+    cached, filename = out.stdout.split()
+    assert cached.startswith(second) and filename == os.path.join(second, "minitorch_dist", "ring.py"), out
