@@ -45,10 +45,22 @@ def bucket_bytes(bits_per_second: float) -> int:
 
 
 def htb_args(bits_per_second: float) -> list:
-    """The class every packet of a link goes to (the qdisc's default class 1:1)."""
+    """The link's class (1:1): every packet of the link is charged to it, at the rate."""
     b = str(bucket_bytes(bits_per_second))
     rate = f"{int(bits_per_second)}bit"
     return ["htb", "rate", rate, "ceil", rate, "burst", b, "cburst", b, "quantum", "65536"]
+
+
+SMALL_SHARE = 0.1       # the small packets' class is sure of 10% of the rate, and may take all of it
+
+
+def leaf_args(bits_per_second: float, small: bool) -> list:
+    """The two classes under 1:1: 1:10 (prio 0) for small packets, 1:20 (prio 1) for the rest.
+    Their rates add up to the link's, both may borrow up to it, and 1:10 is served first."""
+    b = str(bucket_bytes(bits_per_second))
+    share = SMALL_SHARE if small else 1 - SMALL_SHARE
+    return ["htb", "rate", f"{int(bits_per_second * share)}bit", "ceil", f"{int(bits_per_second)}bit",
+            "burst", b, "cburst", b, "quantum", "65536", "prio", "0" if small else "1"]
 
 
 def _tc(netns: str, *args) -> None:
@@ -58,12 +70,42 @@ def _tc(netns: str, *args) -> None:
 
 
 def shape(state: ClusterState) -> None:
-    """Put htb at state.bits_per_second on both ends of every node's link."""
-    spec = htb_args(state.bits_per_second)
+    """Put htb at state.bits_per_second on both ends of every node's link: class 1:1 at the rate,
+    and under it 1:10 for packets under 256 bytes (TCP's acknowledgements, gloo's ready-to-receive
+    notices, the kit's message headers), served before 1:20, the bulk."""
+    bits = state.bits_per_second
     for i, n in enumerate(state.nodes):
         for netns, dev in ((n.netns, "eth0"), (state.switch, f"veth{i}")):
-            _tc(netns, "qdisc", "replace", "dev", dev, "root", "handle", "1:", "htb", "default", "1")
-            _tc(netns, "class", "replace", "dev", dev, "parent", "1:", "classid", "1:1", *spec)
+            _tc(netns, "qdisc", "replace", "dev", dev, "root", "handle", "1:", "htb", "default", "20")
+            _tc(netns, "class", "replace", "dev", dev, "parent", "1:", "classid", "1:1", *htb_args(bits))
+            _tc(netns, "class", "replace", "dev", dev, "parent", "1:1", "classid", "1:10", *leaf_args(bits, True))
+            _tc(netns, "class", "replace", "dev", dev, "parent", "1:1", "classid", "1:20", *leaf_args(bits, False))
+            # IPv4 total length < 256: the high byte of bytes 2-3 of the IP header is zero
+            _tc(netns, "filter", "add", "dev", dev, "parent", "1:", "protocol", "ip", "prio", "1",
+                "u32", "match", "u16", "0x0000", "0xff00", "at", "2", "flowid", "1:10")
+    limit_send_buffers(state)
+
+
+def send_buffer_bytes(bits_per_second: float) -> int:
+    """The most a TCP socket of a node may hold unsent: 10 ms of the link, at least 256 KiB (at
+    64 KiB, 26 ms at 20mbit, a busy machine's ranks did not refill it in time: the ring took 1.5x)."""
+    return max(256 << 10, int(bits_per_second / 8 * 10e-3))
+
+
+def limit_send_buffers(state: ClusterState) -> None:
+    """Cap every node's TCP send buffers (net.ipv4.tcp_wmem, per namespace) at send_buffer_bytes.
+    Linux lets a socket hold up to 4 MB unsent; a send of a message smaller than that returns at
+    once, so a rank that sends twice in a row (the root of a tree's broadcast: to node2, then to
+    node1) puts both messages on its link at the same time, each at half the rate, and node2, which
+    forwards the first, gets it late: the 4-node tree took 5 message times, not 4 (1.27x the cost
+    model at 20mbit; 1.09-1.11 with the cap). With the cap a send returns when all but the cap of
+    its message is on the wire."""
+    top = send_buffer_bytes(state.bits_per_second)
+    for n in state.nodes:
+        done = subprocess.run(["ip", "netns", "exec", n.netns, "sysctl", "-qw",
+                               f"net.ipv4.tcp_wmem=4096 16384 {top}"], capture_output=True, text=True)
+        if done.returncode != 0:
+            raise RuntimeError(f"sysctl tcp_wmem in {n.netns}: {done.stderr.strip()}")
 
 
 def configured(state: ClusterState) -> list:
@@ -74,5 +116,6 @@ def configured(state: ClusterState) -> list:
                                   (state.switch, f"veth{i}", f"switch veth{i} (to {n.hostname})")):
             out = subprocess.run(["tc", "-n", netns, "class", "show", "dev", dev], capture_output=True,
                                  text=True).stdout.strip()
-            rows.append((where, out.splitlines()[0] if out else "(missing)"))
+            line = [x for x in out.splitlines() if x.startswith("class htb 1:1 ")]
+            rows.append((where, line[0] if line else "(missing)"))
     return rows
