@@ -76,7 +76,9 @@ def shape(state: ClusterState) -> None:
     bits = state.bits_per_second
     for i, n in enumerate(state.nodes):
         for netns, dev in ((n.netns, "eth0"), (state.switch, f"veth{i}")):
-            _tc(netns, "qdisc", "replace", "dev", dev, "root", "handle", "1:", "htb", "default", "20")
+            # a fresh root each time, so a live cluster can be shaped again at another rate
+            subprocess.run(["tc", "-n", netns, "qdisc", "del", "dev", dev, "root"], capture_output=True)
+            _tc(netns, "qdisc", "add", "dev", dev, "root", "handle", "1:", "htb", "default", "20")
             _tc(netns, "class", "replace", "dev", dev, "parent", "1:", "classid", "1:1", *htb_args(bits))
             _tc(netns, "class", "replace", "dev", dev, "parent", "1:1", "classid", "1:10", *leaf_args(bits, True))
             _tc(netns, "class", "replace", "dev", dev, "parent", "1:1", "classid", "1:20", *leaf_args(bits, False))
