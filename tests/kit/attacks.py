@@ -367,3 +367,25 @@ if _p > 1:
         group.compute(_target - group.now())
 print("ATTACK-DONE: FORGED_RING", flush=True)
 '''
+
+
+# The grading's input secret wherever rank code might find it (the environment, every process's
+# environ, the file a variable names): [None, each candidate]. Needs glob as _gl and os as _o.
+# Used by the input-rebuilding attacks (test_hostile_inputs.py, test_hostile_inputs_hw36.py).
+SECRETS = '''
+def _secrets():
+    _key = "AUTOGRADER_INPUT_SECRET"
+    found = [v for k, v in _o.environ.items() if k.startswith(_key)]
+    for _env in _gl.glob("/proc/*/environ"):
+        try:
+            found += [kv.split(b"=", 1)[1].decode() for kv in open(_env, "rb").read().split(b"\\0")
+                      if kv.startswith(_key.encode())]
+        except (OSError, IndexError, UnicodeDecodeError):
+            pass
+    for _v in list(found):
+        try:
+            found.append(open(_v).read().strip())
+        except Exception:
+            pass
+    return [None] + list(dict.fromkeys(found))
+'''

@@ -27,6 +27,7 @@ import re
 import pytest
 
 from autograder.hw1.cases import WORLD_SIZES
+from tests.kit.attacks import SECRETS
 from tests.kit.submissions import insert_after_marker, make_submission, run
 from tests.kit.test_hostile import sandboxed_processes, uids_of
 
@@ -144,21 +145,7 @@ def _mine(xs):
         return len(xs) == _p and _t.equal(_t.as_tensor(xs[_me]).reshape(x.shape).to(x.dtype).cpu(), x.cpu())
     except Exception:
         return False
-def _secrets():
-    found = [v for k, v in _o.environ.items() if k.startswith(_var)]
-    for _env in _gl.glob("/proc/*/environ"):
-        try:
-            found += [kv.split(b"=", 1)[1].decode() for kv in open(_env, "rb").read().split(b"\\0")
-                      if kv.startswith(_var.encode())]
-        except OSError:
-            pass
-    for _v in list(found):
-        try:
-            found.append(open(_v).read().strip())
-        except Exception:
-            pass
-    return [None] + list(dict.fromkeys(found))
-def _rebuild():
+''' + SECRETS + '''def _rebuild():
     for obj in _gc.get_objects():                     # every rank's x held in this process
         if type(obj) in (list, tuple) and len(obj) == _p and all(isinstance(v, _t.Tensor) for v in obj):
             if obj[_me] is not x and _mine(obj):

@@ -27,6 +27,7 @@ import re
 
 import pytest
 
+from tests.kit.attacks import SECRETS
 from tests.kit.submissions import make_submission, run
 from tests.kit.test_hostile_sandbox import check_nothing_left
 
@@ -57,22 +58,7 @@ def _harness_frame():
             return f.f_locals
         f = f.f_back
     return None
-def _secrets():
-    _var = "AUTOGRADER_INPUT_SECRET"
-    found = [v for k, v in _o.environ.items() if k.startswith(_var)]
-    for _env in _gl.glob("/proc/*/environ"):
-        try:
-            found += [kv.split(b"=", 1)[1].decode() for kv in open(_env, "rb").read().split(b"\\0")
-                      if kv.startswith(_var.encode())]
-        except (OSError, IndexError, UnicodeDecodeError):
-            pass
-    for _v in list(found):
-        try:
-            found.append(open(_v).read().strip())
-        except Exception:
-            pass
-    return [None] + list(dict.fromkeys(found))
-def _makers():
+''' + SECRETS + '''def _makers():
     for _f in _gl.glob("assignments/*/tests/*.py") + _gl.glob("assignments/common/*.py"):
         try:
             _il.import_module(_f[:-3].replace("/", "."))
