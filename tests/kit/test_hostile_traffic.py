@@ -128,21 +128,30 @@ def _in_boundary(send_code: str, recv_code: str):
     return mutate
 
 
+def graded_forgery(tmp_path, homework: str, file: str, mutation, only: str, attack: str) -> tuple[dict, dict]:
+    """Grade a submission whose `file` is the solution changed by `mutation`, on the hidden test `only`
+    names; (results, that test's entry), once the attack said it ran, the feedback named the run's
+    counters, results.json holds the score and nothing of the sandbox is left."""
+    sub = make_submission(tmp_path / attack.lower(), {file: mutation}, homework=homework)
+    out = tmp_path / "results.json"
+    results = run(sub, homework, only=only, out=str(out), jobs=2)
+    test = by_name(results)[only.rsplit(": ", 1)[1].rstrip("$")]
+    assert f"ATTACK-DONE: {attack}" in test["output"], test["output"][-2000:]
+    assert "the run's counters" in test["output"], test["output"][-2000:]
+    assert json.loads(out.read_text())["score"] == results["score"]
+    check_nothing_left(results)
+    return results, test
+
+
 def test_a_pipeline_that_hides_extra_messages_in_its_report_scores_nothing(tmp_path):
     """The counters of the run are true, the per-case report is not. While the cases of a run were
     checked only by the run's totals this took 16 of 16 as above; each scored case now runs alone and
     its report must be its run's counters: 3 (p = 1). About 30 s."""
     hidden = _in_boundary(HIDE_IN_REPORT + COPY_SENT, HIDE_IN_REPORT + COPY_RECEIVED)
-    sub = make_submission(tmp_path / "report", {"boundary.py": hidden}, homework="hw5")
-    out = tmp_path / "results.json"
-    results = run(sub, "hw5", only=r"HW5 5\.2 .*: test_gpipe_matches_one_process_forwards_then_backwards",
-                  out=str(out), jobs=2)
-    gpipe = by_name(results)["test_gpipe_matches_one_process_forwards_then_backwards"]
-    assert "ATTACK-DONE: HIDE_IN_REPORT" in gpipe["output"], gpipe["output"][-2000:]
+    results, gpipe = graded_forgery(tmp_path, "hw5", "boundary.py", hidden,
+                                    r"HW5 5\.2 .*: test_gpipe_matches_one_process_forwards_then_backwards",
+                                    "HIDE_IN_REPORT")
     assert results["score"] <= gpipe["max_score"] / 4 + 1e-9, [(t["name"], t["score"]) for t in results["tests"]]
-    assert "the run's counters" in gpipe["output"], gpipe["output"][-2000:]
-    assert json.loads(out.read_text())["score"] == results["score"]
-    check_nothing_left(results)
 
 
 # Homework 4: reduce_from_region's all-reduce done as an all-gather and a local sum (right values),
@@ -173,15 +182,9 @@ def test_an_all_gather_reported_as_an_all_reduce_scores_nothing(tmp_path):
     piece now runs alone and its passes' counts must add up to its run's counters: 0. About 30 s."""
     from tests.kit.test_hostile_inputs_hw36 import in_function
     forged = in_function("forward", GATHER_AS_REDUCE, "HW4", "4.1", after="class _ReduceFromRegion")
-    sub = make_submission(tmp_path / "gather", {"comm.py": forged}, homework="hw4")
-    out = tmp_path / "results.json"
-    results = run(sub, "hw4", only=r"HW4 4\.1 .*: test_comm_ops_forward_and_backward$", out=str(out), jobs=2)
-    comm = by_name(results)["test_comm_ops_forward_and_backward"]
-    assert "ATTACK-DONE: GATHER_AS_REDUCE" in comm["output"], comm["output"][-2000:]
+    results, _ = graded_forgery(tmp_path, "hw4", "comm.py", forged,
+                                r"HW4 4\.1 .*: test_comm_ops_forward_and_backward$", "GATHER_AS_REDUCE")
     assert results["score"] == 0, [(t["name"], t["score"]) for t in results["tests"]]
-    assert "the run's counters" in comm["output"], comm["output"][-2000:]
-    assert json.loads(out.read_text())["score"] == results["score"]
-    check_nothing_left(results)
 
 
 # Homework 3: compressed_all_reduce all-gathers the dense tensor and compresses every rank's copy
@@ -216,13 +219,6 @@ def test_a_dense_all_gather_reported_as_the_payload_scores_nothing(tmp_path):
     run's counters: 0. About 30 s."""
     from tests.kit.test_hostile_inputs_hw36 import in_function
     forged = in_function("compressed_all_reduce", DENSE_AS_PAYLOAD, "HW3", "3.1")
-    sub = make_submission(tmp_path / "dense", {"quantize.py": forged}, homework="hw3")
-    out = tmp_path / "results.json"
-    results = run(sub, "hw3", only=r"HW3 3\.1 .*: test_compressed_all_reduce_sends_only_the_payload$",
-                  out=str(out), jobs=2)
-    comm = by_name(results)["test_compressed_all_reduce_sends_only_the_payload"]
-    assert "ATTACK-DONE: DENSE_AS_PAYLOAD" in comm["output"], comm["output"][-2000:]
+    results, _ = graded_forgery(tmp_path, "hw3", "quantize.py", forged,
+                                r"HW3 3\.1 .*: test_compressed_all_reduce_sends_only_the_payload$", "DENSE_AS_PAYLOAD")
     assert results["score"] == 0, [(t["name"], t["score"]) for t in results["tests"]]
-    assert "the run's counters" in comm["output"], comm["output"][-2000:]
-    assert json.loads(out.read_text())["score"] == results["score"]
-    check_nothing_left(results)
