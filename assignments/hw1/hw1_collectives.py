@@ -379,3 +379,58 @@ for name in ALGORITHMS:
 # the "network" is memory copies and the ranks compete for it. Where does the model fit your measurements,
 # and where does it miss? Which algorithm would you pick for 1 KB and for 64 MB here, and would the answer
 # change on a cluster with α = 20 µs and 1/β = 12.5 GB/s?
+
+# %% [markdown]
+# ## Part D (optional, not graded): your α and β across real node boundaries
+#
+# Parts B and C measured one machine's memory copies. On a Linux machine where you are root, the kit
+# builds a small cluster: each node a network namespace with its own hostname and address, its link to
+# a switch shaped to a bandwidth you choose. From the kit's root, in a terminal:
+#
+# ```bash
+# sudo .venv/bin/python -m minitorch_dist.cluster up --nodes 4 --bandwidth 100mbit
+# sudo .venv/bin/python -m minitorch_dist.cluster status      # a measured round trip between nodes
+# ```
+#
+# then run the next cell as root (or the command it prints, in the terminal). It runs
+# `examples/cluster/link_model.py` under `torchrun`, one rank a node, with **your** `ping_pong` and
+# `fit_alpha_beta` (node0 ↔ node1) and your naive, tree and ring all-reduce on the 4 nodes, against the
+# cost model with your measured α and the configured β = 8 / 10⁸ s per byte.
+#
+# 1. Does your fit give back 100 Mbit/s within 10%? The exercise measures 8-512 B messages (α) and
+#    messages of 30 ms of traffic and more (β), not the sizes between: the shaper (`tc htb`) lets the
+#    first packet of a burst cross at once and charges the link afterwards, so a message of a few KB
+#    crosses faster than the link allows. Try your fit on Part B's full sweep of sizes on the cluster
+#    (`assignments/hw1/ping_pong.py` under `python -m minitorch_dist.cluster torchrun`): which sizes pull β?
+# 2. Your α there is tens of µs although the links add no delay. Where does it come from?
+# 3. Which all-reduce lands closest to the model? Run it again with `up --bandwidth 20mbit` (after
+#    `down`): at 100 Mbit/s on a 2-core machine the ring, which uses every link both ways at once,
+#    can be held back by the CPU rather than the links.
+# 4. `sudo .venv/bin/python -m minitorch_dist.cluster down` when you are done.
+#
+# **Without root (or on macOS/Windows):** the simulator takes the same α and β:
+# `launch(fn, 4, backend="sim", network=SimNetwork(alpha=70e-6, beta=8e-8))` runs your all-reduces on
+# a 100 Mbit/s network with 70 µs of latency, in virtual time.
+
+# %%
+import os
+import subprocess
+import sys
+
+import minitorch_dist
+from minitorch_dist.cluster import load as load_cluster
+
+KIT = os.path.dirname(os.path.dirname(os.path.abspath(minitorch_dist.__file__)))
+LINK_MODEL = os.path.join(KIT, "examples", "cluster", "link_model.py")
+CLUSTER = load_cluster()                      # the record of `cluster up` (default name), or None
+COMMAND = f"sudo .venv/bin/python -m minitorch_dist.cluster torchrun {os.path.relpath(LINK_MODEL, KIT)}"
+if CLUSTER is None or CLUSTER.phase != "up" or os.geteuid() != 0 or not os.path.exists(LINK_MODEL):
+    print("Part D needs the emulated cluster (root on Linux): start it with\n"
+          "  sudo .venv/bin/python -m minitorch_dist.cluster up --nodes 4 --bandwidth 100mbit\n"
+          f"then run this cell as root, or in a terminal at the kit's root: {COMMAND}\n"
+          "Without root: launch(fn, 4, backend=\"sim\", network=SimNetwork(alpha=70e-6, beta=8e-8)).")
+else:
+    done = subprocess.run([sys.executable, "-m", "minitorch_dist.cluster", "torchrun", LINK_MODEL],
+                          cwd=KIT, capture_output=True, text=True, timeout=600)
+    print("\n".join(line for line in done.stdout.splitlines()
+                    if line.startswith("[node0]") and "CLUSTER-RESULT" not in line) or done.stdout[-3000:])
