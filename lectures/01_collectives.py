@@ -417,25 +417,27 @@ assert steps.calls == 6 and steps.bytes_sent == 6 * MB
 # `examples/cluster/link_model.py` runs homework 1's `ping_pong` between node0 and node1 and fits it with
 # `fit_alpha_beta`, then times naive, tree and ring all-reduce on the 4 nodes against the cost model
 # with the measured α and the configured β (8 / bits per second). What it gave on a busy 2-core
-# machine (load 7-19), with the reference:
+# machine (load 5-19), with the reference (the README's cluster section has every run):
 #
 # | what | configured | measured |
 # |---|---|---|
-# | ping-pong fit, node0 ↔ node1 | 100 Mbit/s | 1/β = 104-108 Mbit/s (3 runs); α = 64-69 µs; 8-512 B one way 75-78 µs |
-# | naive / tree / ring all-reduce, 4 nodes, 1 MB | 20 Mbit/s | 1.05 / 1.09-1.11 / 1.07 × the model |
+# | ping-pong fit, node0 ↔ node1 | 100 Mbit/s | 1/β = 104-108 Mbit/s (5 runs); α = 60-69 µs; 8-512 B one way 73-79 µs |
+# | the same | 1 Gbit/s | 1/β = 955 Mbit/s; α = 76 µs |
+# | naive / tree / ring all-reduce, 4 nodes, 1 MB | 20 Mbit/s | 1.05 / 1.09-1.14 / 1.07-1.15 × the model |
 # | the same, 2 MB | 100 Mbit/s | 1.07-1.09 / 1.12-1.17 / 1.34 × the model |
-# | PowerSGD r=2 against dense DDP, 2 nodes, 5 MB of gradients | 100 Mbit/s / unshaped | 10.7x as fast / 0.74x (slower) |
-# | HSDP (shards in a node) against FSDP (shards on all 4), 2 nodes of 2 | 100 Mbit/s between nodes | 2.2x as fast |
+# | PowerSGD r=2 against dense DDP, 2 nodes, 5 MB of gradients | 100 Mbit/s / unshaped | 5.1-10.7x as fast / 0.49-0.75x (slower) |
+# | HSDP (shards in a node) against FSDP (shards on all 4), 2 nodes of 2 | 100 Mbit/s between nodes | 2.2-2.5x as fast |
 #
 # What the numbers teach:
 #
 # - **α is software.** The links add no delay (this kernel has no `netem`); the 65-75 µs are gloo, the
 #   kit's framing and Python on each side, as on a real cluster, where α is mostly the stack, not light.
-# - **A shaper is not a wire.** `htb` lets the first packet of a burst through at once and charges the
-#   link afterwards, so a message of a few KB crosses faster than 100 Mbit/s allows. The exercise fits
+# - **A shaper is not a wire.** `htb` lets the first segment of a burst through at once and charges the
+#   link afterwards, so a small message crosses faster than the link allows (at 1 Gbit/s, up to 32 KB
+#   crossed at twice the rate). The exercise fits
 #   latency-sized (8-512 B) and link-sized messages (30 ms of traffic and up), where that free packet
 #   is a rounding error; over homework 1's full 8 B-16 MB sweep, whose fit weighs every size alike, the
-#   mid-sized messages pull 1/β up 1.2-2x.
+#   mid-sized messages pull 1/β up (0.19 GB/s for 0.125 at 1 Gbit/s, 1.5x).
 # - **The model's assumptions are network settings.** Before the cluster served small packets (TCP's
 #   acknowledgements, gloo's ready-to-receive notices) ahead of data, a ring, which sends and receives on
 #   every link at once, waited for them behind its own data: 1.43x the model at 20 Mbit/s, 1.07x after.
