@@ -470,7 +470,7 @@ else:
                            os.path.join(KIT, "examples", "cluster", "link_model.py")],
                           cwd=KIT, capture_output=True, text=True, timeout=600)
     print("\n".join(line for line in done.stdout.splitlines()
-                    if line.startswith("[node0]") and "CLUSTER-RESULT" not in line))
+                    if line.startswith("[node0]") and "CLUSTER-RESULT" not in line) or done.stdout[-3000:])
 
 # The same measurement on the simulator, with what a 100 Mbit/s cluster measured: alpha 70 us, beta 8e-8 s/B
 SIM_LINK = SimNetwork(alpha=70e-6, beta=8 / 100e6)
