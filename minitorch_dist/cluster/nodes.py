@@ -178,6 +178,16 @@ def leftovers(name: str) -> list:
     return left
 
 
+def _wait_gone(pids: set, seconds: float) -> set:
+    """Wait up to `seconds` for `pids` to exit; those still alive."""
+    deadline = time.monotonic() + seconds
+    while pids and time.monotonic() < deadline:
+        pids = {p for p in pids if _alive(p)}
+        if pids:
+            time.sleep(0.05)
+    return pids
+
+
 def teardown(name: str, grace: float = 2.0) -> list:
     """Remove cluster `name` entirely, from its record or, without one, from what exists under its
     name: the processes inside its namespaces (SIGTERM, then SIGKILL after `grace` s), the
@@ -185,29 +195,25 @@ def teardown(name: str, grace: float = 2.0) -> list:
     Idempotent: returns what it removed ([] when nothing was there)."""
     removed = []
     spaces = _netns_of(name)
-    pids = {pid for ns in spaces for pid in _pids_in(ns)} | set(_tagged_pids(name))
-    pids.discard(os.getpid())
-    for pid in pids:
-        try:
-            os.kill(pid, signal.SIGTERM)
-            removed.append(f"process {pid}")
-        except ProcessLookupError:
-            pass
-    deadline = time.monotonic() + grace
-    while pids and time.monotonic() < deadline:
-        pids = {p for p in pids if _alive(p)}
-        if pids:
-            time.sleep(0.05)
-    for pid in pids:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    deadline = time.monotonic() + 5           # killed ones may take a moment to go (a SLURM daemon's threads)
-    while pids and time.monotonic() < deadline:
-        pids = {p for p in pids if _alive(p)}
-        if pids:
-            time.sleep(0.05)
+    for attempt in range(4):                  # a process started meanwhile (a job step, a daemon's child) is
+        pids = {pid for ns in spaces for pid in _pids_in(ns)} | set(_tagged_pids(name))   # met next time
+        pids.discard(os.getpid())
+        if not pids:
+            break
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGTERM if attempt == 0 else signal.SIGKILL)
+                removed.append(f"process {pid}")
+            except ProcessLookupError:
+                pass
+        if attempt == 0:
+            pids = _wait_gone(pids, grace)
+            for pid in pids:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+        _wait_gone(pids, 5)                   # killed ones may take a moment to go (a SLURM daemon's threads)
     for ns in spaces:
         _run(["ip", "netns", "del", ns], check=False)
         removed.append(f"netns {ns}")

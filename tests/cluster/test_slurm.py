@@ -232,7 +232,7 @@ def test_down_ends_every_daemon_and_job_and_leaves_nothing_also_after_a_crash(sl
     st = slurm_cluster
     job = slurm.client(st, ["sbatch", "--parsable", "--output=/dev/null", "--nodes=2", "--wrap",
                             "srun sleep 317"]).stdout.strip()
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + 60                          # slurmctld schedules it within seconds, unless loaded
     while "RUNNING" not in slurm.client(st, ["scontrol", "show", "job", "-o", job]).stdout:
         assert time.monotonic() < deadline, f"job {job} did not start"
         time.sleep(0.2)
