@@ -14,8 +14,9 @@ trace on.
 It also prints the floor no runtime can go below: the same ring code run for every rank
 in one thread with a sendrecv that does nothing (the student's slicing and add_ alone),
 wall and CPU, and the ratio of each p=1024 run to it (CPU over CPU, wall over wall); the
-runtime's share is the ratio minus one. Under load the wall ratio swings (the floor's wall
-time can double while its CPU time stays): read the CPU ratio.
+runtime's share is the ratio minus one, also printed per sendrecv call (CPU microseconds of
+the runtime against the ring code's own per step). Under load the wall ratio swings (the
+floor's wall time can double while its CPU time stays): read the CPU ratio.
 """
 
 from __future__ import annotations
@@ -139,9 +140,12 @@ def main() -> None:
     floor, floor_cpu = floor_seconds(1024, n)
     print(f"ring all-reduce p= 1024 n={n} ring code alone (sendrecv a no-op): wall {floor:7.3f} s "
           f"(cpu {floor_cpu:7.3f} s, load {os.getloadavg()[0]:4.1f}): the floor")
+    calls = 2 * (1024 - 1) * 1024                  # the ring all-reduce's sendrecv calls, all ranks
     for trace, wall, cpu in big:
         print(f"ring all-reduce p= 1024 trace={'on ' if trace else 'off'} over the floor: cpu {cpu / floor_cpu:5.2f}x, "
-              f"wall {wall / floor:5.2f}x (target <= 2x: the runtime's share at most the ring code's own)")
+              f"wall {wall / floor:5.2f}x (target <= 2x: the runtime's share at most the ring code's own); "
+              f"per sendrecv: runtime {(cpu - floor_cpu) / calls * 1e6:.2f} us CPU, "
+              f"ring code {floor_cpu / calls * 1e6:.2f} us")
     wall, res = timed(ring_exchange, 1024)
     assert all(res)
     print(f"ring exchange   p= 1024 (one sendrecv):      wall {wall:7.3f} s, "
