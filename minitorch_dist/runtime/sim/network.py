@@ -16,6 +16,12 @@ ports.py); the provided collectives are computed directly and charged by the
 cost model (collectives.py).
 A thousand ranks fit on a laptop: threads get small stacks, and eager sends let a
 ring step finish without a thread switch.
+
+Why OS threads and not greenlets (cheaper switches): torch keeps grad mode, inference
+mode, saved-tensor hooks (hw5's memory meters wrap blocking sends in them), autocast and
+dispatch modes per OS thread, and offers no way to save and restore that state as a
+whole; ranks sharing one thread would see each other's. The hand-offs are not where the
+time goes anyway (sendrecv.py's module doc: 3-10% of a 1024-rank ring).
 """
 
 from __future__ import annotations
