@@ -401,7 +401,8 @@ for name in ALGORITHMS:
 #    messages of 30 ms of traffic and more (β), not the sizes between: the shaper (`tc htb`) lets the
 #    first packet of a burst cross at once and charges the link afterwards, so a message of a few KB
 #    crosses faster than the link allows. Try your fit on Part B's full sweep of sizes on the cluster
-#    (`assignments/hw1/ping_pong.py` under `python -m minitorch_dist.cluster torchrun`): which sizes pull β?
+#    (`sudo .venv/bin/python -m minitorch_dist.cluster torchrun assignments/hw1/ping_pong.py`): which sizes
+#    pull β?
 # 2. Your α there is tens of µs although the links add no delay. Where does it come from?
 # 3. Which all-reduce lands closest to the model? Run it again with `up --bandwidth 20mbit` (after
 #    `down`): at 100 Mbit/s on a 2-core machine the ring, which uses every link both ways at once,
