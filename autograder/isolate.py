@@ -33,6 +33,20 @@ def become_subreaper() -> bool:
         return False
 
 
+def die_with_parent(parent: int) -> None:
+    """Linux: the kernel SIGKILLs this process when `parent`, the process that forked it, dies (and it
+    exits now if that already happened). A zygote or test process then never outlives a grader that
+    was killed, and with it go the rank hosts (which die with the zygote, sandbox.py)."""
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+            ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, 9, 0, 0, 0)     # PR_SET_PDEATHSIG, SIGKILL
+        except (OSError, AttributeError):
+            return
+    if os.getppid() != parent:
+        os._exit(70)
+
+
 def tree(pid: int) -> list[psutil.Process]:
     """`pid` and all its live descendants (empty if `pid` is gone)."""
     try:
@@ -120,8 +134,10 @@ def sweep(token: str, wait: float = 2.0) -> list[int]:
     return [p.pid for p in found]
 
 
-def wait_limited(pid: int, limit: float, poll: float = 0.02, usage: dict | None = None) -> tuple[str, int | None, float]:
-    """Wait for child `pid` at most `limit` s: ("exited", returncode, wall) or ("timeout", None, wall).
+def wait_limited(pid: int, limit: float, poll: float = 0.02, usage: dict | None = None,
+                 abandoned=None) -> tuple[str, int | None, float]:
+    """Wait for child `pid` at most `limit` s: ("exited", returncode, wall) or ("timeout", None, wall);
+    ("abandoned", None, wall) as soon as `abandoned()` says so (the caller's own caller is gone).
 
     On timeout the child's whole tree is killed and the child reaped. The returncode is
     negative for a signal, as in subprocess. `usage`, if given, gets "maxrss_kib": the child's
@@ -134,6 +150,10 @@ def wait_limited(pid: int, limit: float, poll: float = 0.02, usage: dict | None 
             if usage is not None:
                 usage["maxrss_kib"] = rusage.ru_maxrss
             return "exited", os.waitstatus_to_exitcode(status), time.monotonic() - start
+        if abandoned is not None and abandoned():
+            kill_tree(pid)
+            os.wait4(pid, 0)
+            return "abandoned", None, time.monotonic() - start
         if time.monotonic() - start > limit:
             kill_tree(pid)
             rusage = os.wait4(pid, 0)[2]

@@ -83,7 +83,8 @@ class ZygoteRunner:
 
     def _start(self) -> None:
         self._buf = b""
-        self.proc = subprocess.Popen([sys.executable, "-m", "autograder.zygote"], cwd=self.root, env=self.env,
+        env = dict(self.env, AUTOGRADER_PARENT=str(os.getpid()))       # the zygote ends its test if we die
+        self.proc = subprocess.Popen([sys.executable, "-m", "autograder.zygote"], cwd=self.root, env=env,
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log,
                                      start_new_session=True)
         if self.share is not None:       # before it forks anything: it forks only for jobs, sent later

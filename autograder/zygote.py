@@ -42,6 +42,7 @@ def student_modules(root: str = ".") -> set[str]:
 
 
 _BASELINE_KIB = 0        # the zygote's own peak memory once warm: what every test process starts from
+_PARENT = 0              # the grader that started this zygote (AUTOGRADER_PARENT)
 
 
 def _preload() -> None:
@@ -65,10 +66,12 @@ def _preload() -> None:
     assert not leaked, f"the zygote must not import student modules, but imported {leaked}"
 
 
-def _child(job: dict) -> None:
+def _child(job: dict, zygote: int) -> None:
     """In the forked child: run pytest for one job, then _exit. Never returns."""
     code = 70
     try:
+        from autograder.isolate import die_with_parent
+        die_with_parent(zygote)
         os.setsid()
         out = os.open(job["output"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         null = os.open(os.devnull, os.O_RDONLY)
@@ -103,11 +106,15 @@ def run_job(job: dict) -> dict:
     if box is not None:
         host = rank_host.fork_host(box, job["scratch"])
         job["env"] = {**job["env"], **rank_host.host_env(job["scratch"])}
+    me = os.getpid()
     pid = os.fork()
     if pid == 0:
-        _child(job)
+        _child(job, me)
     usage: dict = {}
-    status, code, wall = isolate.wait_limited(pid, float(job["limit"]), usage=usage)
+    # a grader killed meanwhile (this zygote orphaned) ends the test now, not at its limit; between
+    # jobs the zygote ends at the end of its input
+    status, code, wall = isolate.wait_limited(pid, float(job["limit"]), usage=usage,
+                                              abandoned=lambda: os.getppid() != _PARENT)
     leftover = 0
     if box is not None:
         leftover = max(0, box.kill_all() - 1)            # every process of the uid but the host itself
@@ -121,6 +128,10 @@ def run_job(job: dict) -> dict:
 
 def main() -> None:
     sys.stdout = sys.stderr                 # fd 1 is the reply channel; stray prints go to stderr
+    global _PARENT
+    _PARENT = int(os.environ.get("AUTOGRADER_PARENT", os.getppid()))
+    if os.getppid() != _PARENT:             # the grader is gone already
+        return
     network = "unavailable: not asked for"
     if os.environ.get("AUTOGRADER_NETNS") == "1":
         from autograder.sandbox import isolate_network
@@ -145,6 +156,8 @@ def main() -> None:
         except Exception as exc:  # noqa: BLE001
             reply = {"status": "error", "code": None, "wall": 0.0, "leftover": 0,
                      "error": f"{type(exc).__name__}: {exc}"}
+        if reply["status"] == "abandoned":    # the test and the uid's processes are killed; nobody reads on
+            return
         os.write(1, (json.dumps(reply) + "\n").encode())
 
 
