@@ -225,3 +225,18 @@ def test_launch_from_a_jupyter_kernel():
     assert "GLOO [2.0, 0.0, 1.0]" in text
     assert "[rank 1] hello from 1" in text, "rank output should appear in the cell"
     assert "WARM" in text
+
+
+def test_a_rank_whose_process_ended_is_named_before_a_peer_that_lost_its_connection():
+    """Heard first or not, gloo's 'Connection closed by peer' on rank 0 is a consequence of rank 1's
+    process ending (seen in CI: the report named rank 0 for a rank 1 that called os._exit)."""
+    from minitorch_dist.runtime.launching.launch import _rank_error
+    lost = {"rank": 0, "exc_type": "RuntimeError", "secondary": False, "traceback": "", "exc": None,
+            "message": "[gloo/transport/tcp/pair.cc:534] Connection closed by peer [10.0.0.2]:5000"}
+    ended = {"rank": 1, "exc_type": "RankExited", "secondary": False, "traceback": "", "exc": None,
+             "message": "the process of rank 1 exited with code 0 while running the function"}
+    err = _rank_error([lost, ended], 3, {2: "stopped by the launcher after the failure above"})
+    assert err.rank == 1 and err.exc_type == "RankExited" and "rank 0: RuntimeError" in err.others
+    own = {"rank": 2, "exc_type": "ValueError", "secondary": False, "traceback": "", "exc": None, "message": "bad"}
+    assert _rank_error([lost, own], 3, {}).rank == 2                 # a rank's own error before a lost peer
+    assert _rank_error([lost], 3, {}).rank == 0                      # nothing else heard: the lost peer it is

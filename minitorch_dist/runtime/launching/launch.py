@@ -68,12 +68,22 @@ def _kill_pool() -> None:
         pool.kill()
 
 
+_PEER_LOST = ("Connection closed by peer", "remote worker crashing", "Connection reset by peer")
+
+
+def _lost_a_peer(failure: dict) -> bool:
+    """A transport error that only says a peer went away (gloo's words for it)."""
+    return failure["exc_type"] == "RuntimeError" and any(w in (failure["message"] or "") for w in _PEER_LOST)
+
+
 def _rank_error(failures: list[dict], world_size: int, notes: dict[int, str], trusted: bool = True) -> RankError:
     """The root cause (first failure that is not a consequence of another) as a RankError.
 
     Untrusted ranks (a rank host) send their exception as a plain record, never as a pickle.
     """
-    root = next((f for f in failures if not f["secondary"]), failures[0])
+    primary = [f for f in failures if not f["secondary"]]
+    # a rank whose process ended is the cause of its peers' lost connections, whichever was heard first
+    root = next((f for f in primary if not _lost_a_peer(f)), primary[0] if primary else failures[0])
     cause = root.get("exc") if isinstance(root.get("exc"), BaseException) else None
     if trusted and isinstance(root.get("exc"), bytes):
         try:
