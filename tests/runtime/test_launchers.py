@@ -151,10 +151,18 @@ def test_two_jobs_at_once_do_not_collide():
                 _kill_session(p)
 
 
+def _default_sigint() -> None:
+    """In the child: Ctrl-C's default disposition. An ignored SIGINT is inherited across exec, and a
+    Python started with it ignored never raises KeyboardInterrupt; in a full suite run something before
+    this test leaves the pytest process ignoring it (reproduced: the job then outlived SIGINT by 30 s)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_keyboard_interrupt_leaves_no_process():
     import psutil
     p = subprocess.Popen([sys.executable, SCRIPT, "-n", "3", "--sleep", "60"], env=_env(),
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                         preexec_fn=_default_sigint)
     deadline = time.monotonic() + 60
     while len(psutil.Process(p.pid).children(recursive=True)) < 3 and time.monotonic() < deadline:
         time.sleep(0.1)
