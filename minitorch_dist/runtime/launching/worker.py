@@ -117,7 +117,7 @@ class RankStream(io.TextIOBase):
             self._buf = ""
 
 
-def _die_with_parent() -> None:
+def die_with_parent() -> None:
     """Linux: the kernel kills this process when the process that forked it dies."""
     if sys.platform.startswith("linux"):
         try:
@@ -188,7 +188,7 @@ def make_world(rank: int, world_size: int, spec: dict):
 def forked_main(rank: int, world_size: int, address, authkey: bytes, spec: dict) -> None:
     """Entry point of a forked (or spawned) worker."""
     os.setpgrp()        # a Ctrl-C in the terminal reaches the caller, which stops us cleanly
-    _die_with_parent()
+    die_with_parent()
     serve(rank, world_size, address, authkey, spec)
 
 
