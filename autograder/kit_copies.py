@@ -86,9 +86,10 @@ def make_student_kit(trusted_kit: str, dest: str, exclude: list[str]) -> None:
             src = os.path.join(folder, n)
             if rel in excluded or not stat.S_ISREG(os.lstat(src).st_mode):
                 continue
-            if cache and (not n.endswith(".pyc") or _source_of(rel) in excluded
-                          or not os.path.isfile(os.path.join(trusted_kit, _source_of(rel)))):
-                continue
+            if cache:
+                source = _source_of(rel)
+                if not n.endswith(".pyc") or source in excluded or not os.path.isfile(os.path.join(trusted_kit, source)):
+                    continue
             shutil.copyfile(src, os.path.join(dest, rel))
 
 
