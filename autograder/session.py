@@ -7,8 +7,8 @@ submissions of one homework in turn (autograder.grade grades one; the mutation s
 
 Set up once: the grader's copy (stubs and tests, never a submission), its runners (zygotes,
 one per job, in a network namespace), the collected tests and a sandbox per runner. Per
-submission: a fresh student's copy at the same path, the submission laid over it and sealed,
-the selected tests run, every process of the sandbox uids killed, the results scored.
+submission: the student's copy at the same path, put back as made (kit_copies.StudentKit), the
+submission laid over it and sealed, the selected tests run, every process of the sandbox uids killed, the results scored.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from autograder.cgroups import FairShare
 from autograder.collect import DEFAULT_LIMIT, JOB_ENV, collect, default_suites, test_files
 from autograder.devices import describe_device, resolve_device, scale_limits, set_aside_gpu_tests
 from autograder.jobs import run_all, task_order
-from autograder.kit_copies import compile_kit, make_student_kit, open_interpreter, protect_secrets, seal
+from autograder.kit_copies import StudentKit, compile_kit, open_interpreter, protect_secrets, seal
 from autograder.results import GradedTest, results_json, summary_table, write_results
 from autograder.rubric import points_summary, rubric_tests
 from autograder.runner import make_runner
@@ -77,6 +77,7 @@ class GradingSession:
         os.chmod(scratch_root, 0o711)
         self.runners, self.boxes, self.layers = [], [], {}
         self.share = None
+        self.student: StudentKit | None = None        # made at the first grade(), put back at each next one
         self.tests: list[GradedTest] = []
         self.escaped = 0
         try:
@@ -150,10 +151,10 @@ class GradingSession:
         show prints the submission check, the scan and the table (unless the session is quiet)."""
         t0 = time.monotonic()
         tests = self.select(only) if tests is None else tests
-        if os.path.exists(self.student_kit):
-            shutil.rmtree(self.student_kit)
-        make_student_kit(self.kit, self.student_kit,
-                         exclude=self.hidden + [os.path.join(os.path.dirname(f), "conftest.py") for f in self.hidden])
+        if self.student is None:
+            self.student = StudentKit(self.kit, self.student_kit,
+                                      self.hidden + [os.path.join(os.path.dirname(f), "conftest.py") for f in self.hidden])
+        self.student.fresh()
         check = lay_submission(submission, self.student_kit, self.manifest)
         lay_references(self.student_kit, builds_on(self.manifest))     # earlier homeworks' reference it runs on
         findings = format_findings(scan_submission(self.student_kit, check.overlaid, self.manifest.get("scan_allow", ())))
