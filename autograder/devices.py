@@ -13,6 +13,11 @@ A cuda grading gives each test CUDA_TIME_FACTOR times its wall limit (scale_limi
 
 from __future__ import annotations
 
+import ast
+import importlib.util
+import os
+import sys
+
 from autograder.results import GradedTest
 
 CHOICES = ("auto", "cpu", "cuda")
@@ -23,11 +28,11 @@ CUDA_TIME_FACTOR = 2    # every rank starts a CUDA context and stages its messag
 
 def resolve_device(choice: str = "auto") -> str:
     """"cpu" or "cuda" for --device `choice`; ValueError (before any grading) for cuda without a GPU."""
-    from minitorch_dist.runtime.devices import no_gpu_reason
     if choice not in CHOICES:
         raise ValueError(f"--device {choice!r}: use one of {', '.join(CHOICES)}")
-    if choice == "cpu":
+    if choice == "cpu" or (choice == "auto" and cpu_build_of_torch()):
         return "cpu"
+    from minitorch_dist.runtime.devices import no_gpu_reason
     reason = no_gpu_reason()
     if choice == "auto":
         return "cpu" if reason is not None else "cuda"
@@ -35,6 +40,28 @@ def resolve_device(choice: str = "auto") -> str:
         raise ValueError(f"--device cuda, but {reason}. Grade on the CPU with --device cpu (tests marked gpu "
                          f"are then reported as not run), or on a machine with a GPU.")
     return "cuda"
+
+
+def cpu_build_of_torch() -> bool:
+    """Whether the installed torch was built without CUDA and ROCm, read from its version.py when torch
+    is not imported yet: the grader's own process never needs torch, whose import costs it 1-2 s."""
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        return torch.version.cuda is None and torch.version.hip is None
+    spec = importlib.util.find_spec("torch")
+    if spec is None or not spec.submodule_search_locations:
+        return False                               # let the full check say what is wrong
+    try:
+        tree = ast.parse(open(os.path.join(spec.submodule_search_locations[0], "version.py")).read())
+    except (OSError, SyntaxError, ValueError):
+        return False
+    built = {}
+    for node in tree.body:
+        if isinstance(node, (ast.Assign, ast.AnnAssign)) and isinstance(node.value, ast.Constant):
+            for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
+                if isinstance(target, ast.Name):
+                    built[target.id] = node.value.value
+    return "cuda" in built and built["cuda"] is None and built.get("hip") is None
 
 
 def describe_device(device: str) -> str:

@@ -14,10 +14,13 @@ submission laid over it and sealed, the selected tests run, every process of the
 from __future__ import annotations
 
 import copy
+import importlib
+import importlib.util
 import os
 import re
 import secrets
 import shutil
+import sys
 import tempfile
 import time
 
@@ -218,10 +221,24 @@ class GradingSession:
 
 def traffic_layer() -> str:
     """Whether gloo runs' counters are checked against the kernel's byte counts (the "traffic" layer)."""
-    from minitorch_dist.runtime.observe import kernel_traffic
-    if not kernel_traffic.available():
+    if not _kernel_traffic().available():
         return ("unavailable: the kernel does not answer sock_diag here, so traffic tests rest on the "
                 "runtime's counters, which rank code can rewrite (scan.py flags such code)")
     return ("active: the bytes between rank processes of every gloo run, as the kernel counts them, bound "
             "the runtime's counters, provided collectives included (homeworks 1, 2, 3 and 6; not MPI's shared "
             "memory, not the sim; bytes per rank, not which algorithm moved them)")
+
+
+def _kernel_traffic():
+    """The runtime's kernel_traffic module (standard library only), loaded from its file by itself where
+    minitorch_dist is not imported yet: importing the package imports torch, 1-2 s the grader's own
+    process otherwise never spends."""
+    name = "minitorch_dist.runtime.observe.kernel_traffic"
+    if name in sys.modules or "minitorch_dist" in sys.modules:
+        return importlib.import_module(name)
+    alone = "_autograder_kernel_traffic"
+    if alone not in sys.modules:
+        spec = importlib.util.spec_from_file_location(alone, os.path.join(ROOT, *name.split(".")) + ".py")
+        module = sys.modules[alone] = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    return sys.modules[alone]

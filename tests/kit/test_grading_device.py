@@ -96,3 +96,17 @@ def test_a_cuda_grading_runs_the_gpu_test_for_its_points(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert results["extra_data"]["device"].startswith("cuda (") and results["score"] == 5, proc.stdout
     assert all(t.get("status") == "passed" for t in results["tests"]), proc.stdout
+
+
+def test_the_graders_own_process_reads_the_torch_build_without_importing_torch():
+    """resolve_device("auto") and the traffic layer's check leave torch unimported where its build has
+    no CUDA (1-2 s a grading saves), and the build read from version.py is the one torch reports."""
+    code = ("import sys; from autograder.devices import cpu_build_of_torch, resolve_device; "
+            "from autograder.session import traffic_layer; read = cpu_build_of_torch(); "
+            "device = resolve_device('auto'); traffic_layer(); imported = 'torch' in sys.modules; import torch; "
+            "print(read, torch.version.cuda is None and torch.version.hip is None, device, imported)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    read, actual, device, imported = out.stdout.split()
+    assert read == actual, out.stdout
+    if read == "True":
+        assert device == "cpu" and imported == "False", out.stdout
