@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import os
 import pickle
+import socket
 import sys
+from multiprocessing.connection import Connection, answer_challenge, deliver_challenge
 
 import cloudpickle
 
@@ -49,6 +51,35 @@ class ReplyBudget:
 
 def _mib(n: int) -> str:
     return f"{n / (1 << 20):g} MiB"
+
+
+def no_delay(sock: socket.socket) -> None:
+    """TCP_NODELAY: a small message goes out at once. Without it a message written right after
+    another that the far end only reads (a rank's "hello" after the handshake's last word, a reply
+    after a printed line) waits for that end's delayed ACK: 40 ms on Linux."""
+    if sock.family in (socket.AF_INET, socket.AF_INET6):
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+
+def connect(address, authkey: bytes) -> Connection:
+    """multiprocessing.connection.Client(address, authkey=authkey) over TCP, with TCP_NODELAY."""
+    host, port = address
+    if isinstance(host, str):      # the launcher's numeric address; socket would encode a str with
+        host = host.encode("ascii")  # the idna codec, whose import costs each rank 5-15 ms
+    with socket.create_connection((host, port)) as sock:
+        sock.settimeout(None)
+        no_delay(sock)
+        conn = Connection(sock.detach())
+    answer_challenge(conn, authkey)
+    deliver_challenge(conn, authkey)
+    return conn
+
+
+def accepted(sock: socket.socket) -> Connection:
+    """A Connection over a socket the launcher accepted (TCP_NODELAY set, no handshake yet)."""
+    sock.setblocking(True)
+    no_delay(sock)
+    return Connection(sock.detach())
 
 
 def send(conn, obj) -> None:

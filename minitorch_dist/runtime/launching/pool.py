@@ -31,7 +31,7 @@ from multiprocessing.connection import Connection, answer_challenge, deliver_cha
 
 import torch.distributed as dist
 
-from ..backends import backend_info
+from ..backends import backend_class, backend_info
 from ..errors import LaunchError
 from . import channel, host_link
 
@@ -83,6 +83,8 @@ class Pool:
                 self._procs = host_link.start_ranks(self.host, world_size, address, self._authkey, spec)
             else:
                 ctx = mp.get_context(start_method or default_start_method())
+                if ctx.get_start_method() == "fork":
+                    backend_class(backend)    # imported once here, not by every rank after the fork
                 from .worker import forked_main
                 for rank in range(world_size):
                     p = ctx.Process(target=forked_main, args=(rank, world_size, address, self._authkey, spec),
@@ -130,7 +132,7 @@ class Pool:
             if not select.select([self._server], [], [], 0.05)[0]:
                 continue
             sock, _ = self._server.accept()
-            conn = Connection(sock.detach())
+            conn = channel.accepted(sock)
             deliver_challenge(conn, self._authkey)
             answer_challenge(conn, self._authkey)
             _, rank, pid = self._read(conn)

@@ -17,7 +17,6 @@ import queue
 import sys
 import threading
 from dataclasses import dataclass
-from multiprocessing.connection import Client
 
 import cloudpickle
 import torch
@@ -130,7 +129,7 @@ def die_with_parent() -> None:
 def serve(rank: int, world_size: int, address, authkey: bytes, spec: dict) -> None:
     """The worker's life: connect, build the world backend, run tasks until 'stop' or EOF."""
     torch.set_num_threads(spec.get("threads", 1))   # also what makes fork after OpenMP safe
-    conn = Client(tuple(address), authkey=authkey)
+    conn = channel.connect(address, authkey)
     send_lock = threading.Lock()
 
     encode = channel.send_plain if spec.get("plain") else channel.send
