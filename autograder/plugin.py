@@ -73,9 +73,9 @@ def describe(item) -> dict:
 
 def pytest_collection_finish(session) -> None:
     path = os.environ.get("AUTOGRADER_COLLECT")
-    if path:
-        for item in session.items:
-            _write(path, {"kind": "case", **describe(item)})
+    if path:                                 # one open for the listing (a creation costs up to 0.8 ms here)
+        with open(path, "ab") as f:
+            f.write(b"".join((json.dumps({"kind": "case", **describe(item)}) + "\n").encode() for item in session.items))
 
 
 def pytest_collectreport(report) -> None:
