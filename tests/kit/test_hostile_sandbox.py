@@ -222,6 +222,26 @@ def test_sysv_ipc_objects_of_a_uid_are_removed():
         release_uid(uid)
 
 
+def busy_processes_up(count: int, within: float = 120.0) -> None:
+    """Wait until `count` processes of sandbox uids are running (their state R in /proc)."""
+    from autograder.uids import UID_BASE, UID_SPAN
+    end = time.monotonic() + within
+    while time.monotonic() < end:
+        running = 0
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                st = os.stat(f"/proc/{pid}")
+                with open(f"/proc/{pid}/stat", "rb") as f:
+                    state = f.read().rsplit(b")", 1)[1].split()[0]
+            except (OSError, IndexError):
+                continue
+            running += UID_BASE <= st.st_uid < UID_BASE + UID_SPAN and state == b"R"
+        if running >= count:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"{count} busy sandbox processes did not start within {within} s")
+
+
 def test_busy_processes_leave_a_neighbour_its_share(tmp_path):
     """24 busy processes in one grading (for as long as its test lives): a correct submission graded
     beside it keeps full marks; each grading runs in its own CPU share (printed: the neighbour's
@@ -234,7 +254,7 @@ def test_busy_processes_leave_a_neighbour_its_share(tmp_path):
     noisy = subprocess.Popen([sys.executable, "-m", "autograder.grade", "hw1", sub, "--tests", SUITE[0][0], "--quiet",
                               "--only", "1.4", "--out", str(tmp_path / "noisy.json")], cwd=ROOT,
                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    time.sleep(5)                                  # the busy processes are up
+    busy_processes_up(24)
     t0 = time.monotonic()
     victim = subprocess.run(cmd + ["--out", str(tmp_path / "victim.json")], cwd=ROOT, capture_output=True, text=True,
                             timeout=600)
