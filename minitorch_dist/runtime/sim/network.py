@@ -35,7 +35,7 @@ import torch
 from ..backend import Backend, Work
 from ..errors import LaunchError, PeerFailedError, RankError, user_traceback
 from ..group import Group, RankContext
-from ..observe.trace import Recorder
+from ..observe.trace import Event, Recorder, merged_events
 from ..results import RunResult
 from . import collectives as sim_collectives
 from . import p2p as sim_p2p
@@ -161,10 +161,10 @@ def run_sim(fn, world_size: int, args=(), kwargs=None, *, network: SimNetwork | 
     wall_start = time.perf_counter()
     sched = Scheduler(world_size, network)
     world = tuple(range(world_size))
-    groups = []
+    groups, recorders = [], [Recorder(r, trace=trace) for r in world]
     for r in world:
         ctx = RankContext(world_rank=r, world_size=world_size, deadline=None,
-                          collectives=collectives, recorder=Recorder(r, trace=trace),
+                          collectives=collectives, recorder=recorders[r],
                           tracker=SimTracker(sched, r))
         groups.append(Group(SimBackend(sched, r, world, "world"), ctx))
     values = [None] * world_size
@@ -183,9 +183,34 @@ def run_sim(fn, world_size: int, args=(), kwargs=None, *, network: SimNetwork | 
     wall_time = time.perf_counter() - wall_start
     if sched.failures:
         raise _rank_error(sched) from None
-    events = [e for g in groups for e in g.events]
-    return RunResult(values, [g.counters for g in groups], events, backend="sim",
-                     wall_time=wall_time, sim_time=max(s.clock for s in sched.slots))
+    return _SimResult(values, [g.counters for g in groups], recorders if trace else None,
+                      wall_time=wall_time, sim_time=max(s.clock for s in sched.slots))
+
+
+class _SimResult(RunResult):
+    """run_sim's RunResult: its `events` are made from the ranks' recorders when first read.
+
+    A traced run of two million messages records them as tuples (observe/trace.py); making
+    the Event objects and sorting them costs ~2 s more, which a run nobody reads the trace
+    of does not pay. The events, once read, are those RunResult would hold (merged_events)."""
+
+    def __init__(self, values, counters, recorders, **kwargs):
+        super().__init__(values, counters, [], backend="sim", **kwargs)
+        self._recorders = recorders
+
+    @property
+    def events(self) -> list[Event]:
+        if self._recorders is not None:
+            self._events, self._recorders = merged_events(self._recorders), None
+        return self._events
+
+    @events.setter
+    def events(self, events: list[Event]) -> None:
+        self._events, self._recorders = events, None
+
+    def __getstate__(self):
+        self.events                         # a copy or pickle holds the events, not the recorders
+        return self.__dict__
 
 
 def _rank_main(sched: Scheduler, rank: int, fn, group: Group, args, kwargs, values: list) -> None:
