@@ -44,7 +44,10 @@ def _compare(got, want: torch.Tensor, what: str) -> str | None:
     diff = (got.detach().to(torch.float64) - want).abs().flatten().nan_to_num(float("inf"))
     worst = int(diff.argmax()) if diff.numel() else 0
     if diff.numel() and not bool(diff[worst] <= TOL):
-        index = tuple(int(i) for i in torch.unravel_index(torch.tensor(worst), want.shape)) if want.dim() else ()
+        index, rest = [], worst          # by hand: torch.unravel_index imports sympy (about 1 s a process)
+        for size in reversed(want.shape):
+            index.insert(0, rest % size)
+            rest //= size
         return (f"{what} differs from the dense model's: at {list(index)} got {got.flatten()[worst].item():.6g}, "
                 f"expected {want.flatten()[worst].item():.6g} (|diff| {diff[worst].item():.3g} > {TOL:g}); "
                 f"{int((diff > TOL).sum())} of {diff.numel()} values differ")
