@@ -40,6 +40,8 @@ from tools.overlay import ROOT, copy_kit, homework_manifest
 from tools.stubs import builds_on, lay_references
 
 DEFAULT_DEADLINE = 10.0
+NOT_GRADED = ("autograder/mutants/", "lectures/", "examples/", "benchmarks/")   # never in a grader's copy:
+                                        # no test imports them (the seeded bugs are most of the kit's files)
 MAX_RANK_OUTPUT = 8 << 20       # bytes of rank output a test process prints (the rest is cut, and said)
 MAX_REPLY = 64 << 20            # bytes of one message from the sandbox (a rank's reply, a sim run's result)
 MAX_REPLIES = 192 << 20         # bytes of all ranks' replies to one run: with MAX_REPLY in flight and its
@@ -84,7 +86,7 @@ class GradingSession:
         self.tests: list[GradedTest] = []
         self.escaped = 0
         try:
-            copy_kit(self.kit)
+            copy_kit(self.kit, skip=NOT_GRADED)
             compile_kit(self.kit)
             if sandbox and is_root():
                 self.layers["files"] = protect_secrets(ROOT)

@@ -90,9 +90,12 @@ def kit_files(root: str = ROOT) -> list[str]:
     return sorted(f for f in files if not build_product(f))
 
 
-def copy_kit(dest: str, root: str = ROOT) -> None:
-    """Copy the pristine kit (no solutions/) to `dest`, linking its .venv if there is one."""
+def copy_kit(dest: str, root: str = ROOT, skip: tuple[str, ...] = ()) -> None:
+    """Copy the pristine kit (no solutions/) to `dest`, linking its .venv if there is one; `skip`:
+    folders (kit paths ending in "/") left out."""
     for rel in kit_files(root):
+        if rel.startswith(skip):
+            continue
         target = os.path.join(dest, rel)
         os.makedirs(os.path.dirname(target), exist_ok=True)
         shutil.copy2(os.path.join(root, rel), target)
