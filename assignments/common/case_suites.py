@@ -96,22 +96,29 @@ def bind(rank_fn, make_inputs=None, **launch):
     return run_cases, BoundSuite
 
 
-def counted_by(fields: dict, parts, loose=None):
+def counted_by(fields: dict, parts, loose=None, besides=None, slack=None):
     """run_batched's `counted` for a harness whose reports hold counter snapshots: parts(case, report)
     -> the report's snapshot dicts that together cover the case (their sum must be the launch's
     counters: nothing moved out of the scored part or into another case), fields {key: Counters ->
     int}; loose(case) -> keys that may fall short of the counters (the case also communicates outside
-    the snapshots), default none."""
+    the snapshots), default none. besides(case, rank, p) -> what rank's run does outside its report's
+    snapshots, known in this process (the harness's own: a model's broadcast at construction), added
+    to them; slack(case, rank, p) -> {key: n}: that key may fall short of the counters by at most n
+    (framing a correct run may add there, which the grader cannot know)."""
     def counted(case, per_rank: list, counters: list) -> str | None:
+        p = len(per_rank)
         for r, (rep, c) in enumerate(zip(per_rank, counters)):
             snaps = parts(case, rep)
             if snaps is None:
                 continue
+            if besides is not None:
+                snaps = [*snaps, besides(case, r, p)]
             short = loose(case) if loose is not None else ()
+            room = slack(case, r, p) if slack is not None else {}
             wrong = []
             for k, of in fields.items():
                 got, run = sum(s.get(k, 0) for s in snaps), of(c)
-                if got != run and not (k in short and 0 <= got <= run):
+                if got != run and not (k in short and 0 <= got <= run) and not (0 <= run - got <= room.get(k, 0)):
                     wrong.append(f"{k} {got} (the run's counters: {run})")
             if wrong:
                 return (f"rank {r} reported {', '.join(wrong)}: a case's counts must be its run's, which the "

@@ -11,7 +11,7 @@ trainable parameters and its part of the batch (a frozen parameter is never sent
 import pytest
 
 from assignments.hw2.tests.hw2_checks import judge, ps_traffic_problems, training_problems
-from autograder.hw2.cases import PS, WORLD_SIZES
+from autograder.hw2.cases import PS, PS_TRAFFIC, WORLD_SIZES
 
 
 @pytest.mark.task2_1
@@ -26,4 +26,4 @@ def test_parameter_server_matches_single_process(p):
 @pytest.mark.points(4)
 @pytest.mark.parametrize("p", [2, 3, 4])
 def test_parameter_server_moves_everything_through_rank_0(p):
-    judge(PS.outcomes(p, "ps"), ps_traffic_problems, training_problems)
+    judge(PS_TRAFFIC.outcomes(p, "ps"), ps_traffic_problems, training_problems)

@@ -12,7 +12,8 @@ counters (caught by the kernel check homework 5 now has), and forgeries that lea
 true and rewrite the harness's per-case report instead (a hw5 GPipe, hw4's reduce_from_region as
 an all-gather, hw3's compressed all-reduce of the dense tensor): caught because a case whose traffic
 is scored runs in a launch of its own and its report must add up to that launch's counters
-(rank_runs.run_batched apart=/counted=, case_suites.counted_by).
+(rank_runs.run_batched apart=/counted=, case_suites.counted_by). Homeworks 2, 3 and 6's cases scored by
+per-step snapshots: the same, with what the run does besides its steps computed in the grader (besides=).
 """
 
 import json
@@ -222,3 +223,77 @@ def test_a_dense_all_gather_reported_as_the_payload_scores_nothing(tmp_path):
     results, _ = graded_forgery(tmp_path, "hw3", "quantize.py", forged,
                                 r"HW3 3\.1 .*: test_compressed_all_reduce_sends_only_the_payload$", "DENSE_AS_PAYLOAD")
     assert results["score"] == 0, [(t["name"], t["score"]) for t in results["tests"]]
+
+
+# Cases scored by per-step snapshots (homeworks 2, 3 and 6): the work done right, plus traffic that does
+# nothing, sent through `group` (the counters stay true), then the snapshot the harness measures the
+# step from (found up the stack: run_hooked's `last`, else the step's `before`) raised by what was added.
+HIDE = '''
+import sys as _y
+def _hide(_amounts):
+    _f = _y._getframe(1)
+    while _f is not None and not ("last" in _f.f_locals and "comm" in _f.f_locals) and not (
+            "before" in _f.f_locals and {"counts", "first_event", "events_from"} & set(_f.f_locals)):
+        _f = _f.f_back
+    _snap = None if _f is None else _f.f_locals["last"][0] if "last" in _f.f_locals else _f.f_locals["before"]
+    for _k, _v in (_amounts.items() if _snap is not None else ()):      # homework 6's: [calls, bytes]
+        _snap[_k] = [a + b for a, b in zip(_snap[_k], _v)] if isinstance(_v, tuple) else _snap[_k] + _v
+'''
+HOOK_GATHERS_DENSE, POWERSGD_REDUCES_DENSE = (HIDE + f"""
+_dense = bucket.buffer().clone()
+state.group.{op}(_dense)
+_hide({{"{op}_calls": 1, "{op}_bytes": _dense.nbytes}})
+""" for op in ("all_gather", "all_reduce"))
+BOUNDARY_SENDS_DENSE = HIDE + '''
+_dense = activation.detach().reshape(-1).contiguous().clone()
+self.group.send(_dense, self.peer, tag=777)
+_hide({"p2p": 1, "p2p_bytes": _dense.nbytes})
+'''
+BOUNDARY_RECEIVES_DENSE = "self.group.recv(torch.empty(torch.Size(shape).numel(), dtype=dtype), self.peer, tag=777)\n"
+DDP_REDUCES_TWICE = HIDE + '''
+for _p in [q for q in self.params if q.grad is not None and self.require_sync]:
+    self.group.all_reduce(_p.grad.clone(), "avg")
+    _hide({"all_reduce": 1, "collectives": 1, "ar_bytes": _p.grad.nbytes})
+'''
+PS_SENDS_TWICE = HIDE + '''
+_flat = flat_parameters(self.params)
+for _r in ([0] if self.group.rank else range(1, self.group.size)):
+    self.group.send(_flat, 0, tag=555) if self.group.rank else self.group.recv(torch.empty_like(_flat), _r, tag=555)
+    _hide({"sent": 1, "bytes_sent": _flat.nbytes} if self.group.rank else {"recv": 1, "bytes_recv": _flat.nbytes})
+'''
+ZERO_GATHERS_DENSE = HIDE + '''
+_dense = torch.cat([q.grad.reshape(-1) for q in self.params if q.grad is not None])
+self.group.all_gather(_dense)
+_hide({"all_gather": (1, _dense.nbytes)})
+'''
+# name: (homework, file, [(function, snippet, task)], the graded test, the share of its points the code
+# deserves). Batched, each took all of its test and task's rubric entry (powersgd also 8 of 8 on
+# test_powersgd_matches_torch_hook, not run here: torch's reference takes a minute; 0 now); now the share.
+PER_STEP = {"hook": ("hw3", "ddp_hooks.py", [("compression_hook", HOOK_GATHERS_DENSE, "3.5")],
+                     r"HW3 3\.5 .*: test_compression_hook_plugs_in_each_compressor$", 1 / 4),    # p = 1 of 1-4
+            "powersgd": ("hw3", "powersgd.py", [("powersgd_hook", POWERSGD_REDUCES_DENSE, "3.4")],
+                         r"HW3 3\.4 .*: test_powersgd_recovers_a_rank_one_mean$", 1 / 3),       # p = 1 of 1-3
+            "boundary": ("hw3", "activations.py", [("send_activation", BOUNDARY_SENDS_DENSE, "3.6"),
+                                                   ("recv_activation", BOUNDARY_RECEIVES_DENSE, "3.6")],
+                         r"HW3 3\.6 .*: test_compressed_boundary_both_directions$", 0.0),
+            "ddp": ("hw2", "ddp.py", [("finish_gradient_synchronization", DDP_REDUCES_TWICE, "2.2")],
+                    r"HW2 2\.2-2\.4: test_ddp_how_gradients_are_averaged$", 2 / 3),             # overlap, bucketed
+            "ps": ("hw2", "param_server.py", [("step", PS_SENDS_TWICE, "2.1")],
+                   r"HW2 2\.1 .*: test_parameter_server_moves_everything_through_rank_0$", 0.0),
+            "zero": ("hw6", "zero.py", [("reduce_gradients", ZERO_GATHERS_DENSE, "6.1")], r"HW6 6\.1 .*: test_zero1$", 0.0)}
+
+
+@pytest.mark.parametrize("name", PER_STEP)
+def test_per_step_traffic_hidden_in_the_report_scores_only_what_the_work_deserves(tmp_path, name):
+    """Each scored case runs alone; its steps' snapshots and what the run does besides them (the model's
+    broadcast, a hook's check, FSDP's final gathers) must add up to its run's counters. 10-40 s each."""
+    from tests.kit.test_hostile_inputs_hw36 import both, in_function
+    homework, file, places, only, share = PER_STEP[name]
+    attack = f"PER_STEP_{name.upper()}"
+    mutations = [in_function(fn, code + (f'print("ATTACK-DONE: {attack}", flush=True)\n' if k == 0 else ""),
+                             homework.upper(), task) for k, (fn, code, task) in enumerate(places)]
+    results, test = graded_forgery(tmp_path, homework, file, both(*mutations), only, attack)
+    scores = {t["name"]: t["score"] for t in results["tests"]}
+    assert test["score"] <= share * test["max_score"] + 1e-9, scores
+    task = f"{homework.upper()} {places[0][2]} "
+    assert all(s == 0 for n, s in scores.items() if n.startswith(task) and n.endswith("every case of the task passes")), scores
