@@ -8,5 +8,6 @@
     attach.py      world_group(): a long-lived Group for a program that is already distributed
     host.py, host_link.py   a rank host: ranks started by a helper process (the grader's sandbox)
     channel.py, plain.py    messages between launcher and ranks; plain data for untrusted ranks
+    stores.py      the job's TCPStore: its server on 127.0.0.1 in the launcher, the ranks' clients
     per_rank.py    launch(..., rank_args=...): each rank's own arguments, sent to its process alone
 """

@@ -36,6 +36,26 @@ from .host_link import map_path
 
 
 # -- the host (runs in the sandbox) ---------------------------------------------------------
+_PIDFDS: dict[int, int] = {}     # pid of a child -> its pidfd: readable when it ends (wakes serve's loop)
+_UNWATCHED = [False]             # a child without a pidfd: the loop looks for exits every 50 ms instead
+
+
+def _watch(pid: int) -> None:
+    try:
+        _PIDFDS[pid] = os.pidfd_open(pid)
+    except (AttributeError, OSError):      # not Linux >= 5.3, or out of descriptors
+        _UNWATCHED[0] = True
+
+
+def _preload() -> None:
+    """Import the gloo backend once here, not in every rank forked from here after the fork."""
+    try:
+        from ..backends import backend_class
+        backend_class("gloo")
+    except Exception:  # noqa: BLE001 - a rank that needs it reports the failure itself
+        pass
+
+
 class _Link:
     """One launcher connection on the host side, and what was started for it."""
 
@@ -69,9 +89,13 @@ def serve(where) -> None:
         server.bind(where)
         server.listen(64)
     links: dict[int, _Link] = {}
+    _preload()
     while True:
-        ready = select.select([server] + [lk.conn for lk in links.values()], [], [], 0.05)[0]
+        waits = [server] + [lk.conn for lk in links.values()] + list(_PIDFDS.values())
+        ready = select.select(waits, [], [], 0.05 if _UNWATCHED[0] else 1.0)[0]
         for item in ready:
+            if isinstance(item, int):              # a child ended: _reap below reports it
+                continue
             if item is server:
                 sock, _ = server.accept()
                 link = _Link(Connection(sock.detach()))
@@ -95,6 +119,8 @@ def _start(link: _Link, msg, server, links) -> None:
         _, world_size, address, authkey, spec = msg
         pids = [_fork(lambda r=r: _rank_main(r, world_size, address, authkey, spec), server, links)
                 for r in range(world_size)]
+        for pid in pids:
+            _watch(pid)
         link.children.update({pid: rank for rank, pid in enumerate(pids)})
         link.notify(("pids", pids))
     elif kind == "mpiexec":
@@ -103,10 +129,12 @@ def _start(link: _Link, msg, server, links) -> None:
         proc = subprocess.Popen(cmd, env=dict(os.environ, **extra_env), stdout=log, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, start_new_session=True)
         link.children[proc.pid], link.logs[proc.pid] = "mpiexec", log
+        _watch(proc.pid)
         link.notify(("pid", proc.pid))
     elif kind == "sim":
         pid = _fork(lambda: _sim_main(link.conn, msg[1]), server, links, keep=link.conn)
         link.children[pid] = "sim"
+        _watch(pid)
 
 
 def _fork(main, server, links, keep=None) -> int:
@@ -116,6 +144,9 @@ def _fork(main, server, links, keep=None) -> int:
     code = 70
     try:
         server.close()
+        for fd in _PIDFDS.values():
+            os.close(fd)
+        _PIDFDS.clear()
         for other in links.values():
             if other.conn is not keep:
                 other.conn.close()
@@ -136,6 +167,8 @@ def _reap(links: dict[int, _Link]) -> None:
             return
         if pid == 0:
             return
+        if pid in _PIDFDS:
+            os.close(_PIDFDS.pop(pid))
         for link in links.values():
             if pid in link.children:
                 who = link.children.pop(pid)

@@ -1,10 +1,11 @@
 """A pool of rank processes that stays up between launch() calls (warm dispatch).
 
-Start: the caller hosts the job's TCPStore (port 0: the OS picks a free port, so
-two jobs never collide) and a socket the ranks connect back to. gloo ranks are
-forked from the caller (torch is already imported: no 1-2 s re-import per rank;
-each rank sets torch.set_num_threads(1), which keeps fork safe even after the
-caller ran OpenMP ops); on macOS/Windows, or with MINITORCH_DIST_START=spawn, they
+Start: the caller hosts the job's TCPStore (stores.py: on 127.0.0.1, port 0: the OS
+picks a free port, so two jobs never collide; its server thread starts once the ranks
+are forked) and a socket the ranks connect back to. gloo ranks are forked from the
+caller (torch and the backend are imported first: no re-import per rank; each rank
+sets torch.set_num_threads(1), which keeps fork safe even after the caller ran
+OpenMP ops); on macOS/Windows, or with MINITORCH_DIST_START=spawn, they
 are spawned. mpi ranks are started by mpiexec and connect back the same way.
 When the caller must not trust its ranks (MINITORCH_DIST_RANK_HOST is set: the
 autograder), a rank host in the sandbox forks them or runs mpiexec instead
@@ -15,7 +16,6 @@ whole pool: no rank survives its caller.
 
 from __future__ import annotations
 
-import datetime
 import itertools
 import multiprocessing as mp
 import os
@@ -29,11 +29,10 @@ import sys
 import time
 from multiprocessing.connection import Connection, answer_challenge, deliver_challenge, wait
 
-import torch.distributed as dist
-
 from ..backends import backend_class, backend_info
 from ..errors import LaunchError
 from . import channel, host_link
+from .stores import store_listener, store_server, takes_listener
 
 _IDS = itertools.count()
 
@@ -60,8 +59,8 @@ class Pool:
                  startup_timeout: float = 120.0, device: str | None = None):
         self.world_size, self.backend, self.device = world_size, backend, device
         self.id = f"pool{os.getpid()}-{next(_IDS)}-{secrets.token_hex(3)}"
-        self.store = dist.TCPStore("127.0.0.1", 0, world_size + 1, True, wait_for_workers=False,
-                                   timeout=datetime.timedelta(seconds=60))
+        listener = store_listener() if takes_listener() else None    # the store's server starts after the forks
+        self.store = None if listener else store_server(world_size + 1)
         self._server = socket.create_server(("127.0.0.1", 0))
         self._authkey = secrets.token_bytes(32)
         self.conns: list[Connection | None] = [None] * world_size
@@ -73,7 +72,8 @@ class Pool:
         self.plain = self.host is not None              # replies from untrusted ranks: plain data only
         self.budget = channel.ReplyBudget()              # replies of untrusted ranks: bounded per run
         self.refused: dict[int, str] = {}                # rank -> why its reply was refused
-        spec = {"backend": backend, "store_host": "127.0.0.1", "store_port": self.store.port,
+        store_port = listener.getsockname()[1] if listener else self.store.port
+        spec = {"backend": backend, "store_host": "127.0.0.1", "store_port": store_port,
                 "pool_id": self.id, "threads": 1, "plain": self.plain, "device": device}
         address = self._server.getsockname()
         try:
@@ -91,8 +91,12 @@ class Pool:
                                     name=f"minitorch_dist-rank{rank}", daemon=True)
                     p.start()
                     self._procs.append(p)
+            if self.store is None:
+                self.store = store_server(world_size + 1, listener)
             self._connect(time.monotonic() + startup_timeout)
         except BaseException:
+            if listener is not None:
+                listener.close()
             self.kill()
             raise
 

@@ -9,7 +9,6 @@ and ends the process the moment it closes.
 
 from __future__ import annotations
 
-import datetime
 import io
 import os
 import pickle
@@ -20,7 +19,6 @@ from dataclasses import dataclass
 
 import cloudpickle
 import torch
-import torch.distributed as dist
 
 from ..backends import world_backend
 from ..errors import DeadlockError, PeerFailedError, user_traceback
@@ -30,6 +28,7 @@ from ..observe.trace import Recorder
 from ..observe.tracker import BoardTracker
 from . import channel, plain
 from .host_link import map_path
+from .stores import store_client
 
 
 @dataclass
@@ -127,29 +126,41 @@ def die_with_parent() -> None:
 
 
 def serve(rank: int, world_size: int, address, authkey: bytes, spec: dict) -> None:
-    """The worker's life: connect, build the world backend, run tasks until 'stop' or EOF."""
+    """The worker's life: connect, build the world backend, run tasks until 'stop' or EOF.
+
+    The connection to the launcher is made by a thread while this one builds the world group:
+    neither waits for the other (the launcher takes its ranks' handshakes one at a time)."""
     torch.set_num_threads(spec.get("threads", 1))   # also what makes fork after OpenMP safe
-    conn = channel.connect(address, authkey)
+    link: dict = {}
+    linked = threading.Event()
     send_lock = threading.Lock()
+    tasks: queue.Queue = queue.Queue()
 
     encode = channel.send_plain if spec.get("plain") else channel.send
 
     def send(msg) -> None:
         with send_lock:
-            encode(conn, msg)
+            encode(link["conn"], msg)
 
-    send(("hello", rank, os.getpid()))
-    tasks: queue.Queue = queue.Queue()
-
-    def read() -> None:
+    def attach_and_read() -> None:
+        try:
+            link["conn"] = channel.connect(address, authkey)
+            send(("hello", rank, os.getpid()))
+        except BaseException:  # noqa: BLE001 - no launcher to serve: say why, and end the process
+            import traceback
+            traceback.print_exc()
+            os._exit(3)
+        linked.set()
         try:
             while True:
-                tasks.put(channel.recv(conn))
+                tasks.put(channel.recv(link["conn"]))
         except (EOFError, OSError):
             os._exit(3)          # the launcher is gone: never leave an orphan behind
 
-    threading.Thread(target=read, name="minitorch_dist-launcher-link", daemon=True).start()
+    threading.Thread(target=attach_and_read, name="minitorch_dist-launcher-link", daemon=True).start()
     backend, store, tracker_factory = make_world(rank, world_size, spec)
+    linked.wait()
+    conn = link["conn"]
     sys.stdout, sys.stderr = RankStream(send, "stdout"), RankStream(send, "stderr")
     send(("ready", rank))
     while True:
@@ -172,10 +183,9 @@ def serve(rank: int, world_size: int, address, authkey: bytes, spec: dict) -> No
 
 def make_world(rank: int, world_size: int, spec: dict):
     """In a worker: (world backend, store, tracker factory) for the kind of job in `spec`."""
-    def client():
-        return dist.TCPStore(spec["store_host"], spec["store_port"], world_size, False,
-                             timeout=datetime.timedelta(seconds=60))
-    store, board = client(), client()
+    # one after the other: two threads making TCPStore clients at once have hung a rank
+    store = store_client(spec["store_host"], spec["store_port"], world_size)
+    board = store_client(spec["store_host"], spec["store_port"], world_size)     # the deadlock board's own
     backend = world_backend(spec["backend"], store, rank, world_size, f"{spec['pool_id']}/world",
                             spec.get("device"))
 
