@@ -102,9 +102,10 @@ def _rank_error(failures: list[dict], world_size: int, notes: dict[int, str], tr
 def _collect(pool: Pool, tasks: list[Task], timeout: float | None) -> list[tuple]:
     """Send tasks[r] to rank r; return their replies, or raise RankError / LaunchError."""
     n, task = pool.world_size, tasks[0]
-    pool.new_run()
     for conn, own in zip(pool.conns, tasks):
         channel.send(conn, ("task", own))
+    pool.wait_ready()         # a new pool's ranks take their task as soon as their world group is built
+    pool.new_run()
     replies: dict[int, tuple] = {}
     failures: list[dict] = []
     started, first_failure = time.monotonic(), None
@@ -220,8 +221,11 @@ def launch(fn, world_size: int | None = None, *, args=(), kwargs=None, rank_args
     pool = _get_pool(world_size, backend, start_method, fresh, device)
     task = Task(uuid.uuid4().hex[:12], payload, deadline, collectives, trace, time.perf_counter(),
                 tuple(sys.path), plain=pool.plain)
-    meter = pool.meter() if run_meter.wanted(backend) else None
+    meter = None
     try:
+        if run_meter.wanted(backend):
+            pool.wait_ready()     # the ranks' connections to each other exist before the meter's first count
+            meter = pool.meter()
         replies = _collect(pool, per_rank.tasks(task, own, world_size), timeout)
     except BaseException:          # a failure, KeyboardInterrupt, a timeout: no rank survives it
         _kill_pool()

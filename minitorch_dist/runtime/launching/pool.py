@@ -1,17 +1,16 @@
 """A pool of rank processes that stays up between launch() calls (warm dispatch).
 
-Start: the caller hosts the job's TCPStore (stores.py: on 127.0.0.1, port 0: the OS
-picks a free port, so two jobs never collide; its server thread starts once the ranks
-are forked) and a socket the ranks connect back to. gloo ranks are forked from the
-caller (torch and the backend are imported first: no re-import per rank; each rank
-sets torch.set_num_threads(1), which keeps fork safe even after the caller ran
-OpenMP ops); on macOS/Windows, or with MINITORCH_DIST_START=spawn, they
-are spawned. mpi ranks are started by mpiexec and connect back the same way.
-When the caller must not trust its ranks (MINITORCH_DIST_RANK_HOST is set: the
-autograder), a rank host in the sandbox forks them or runs mpiexec instead
+Start: the caller hosts the job's TCPStore (stores.py; started once the ranks are forked)
+and a socket the ranks connect back to. gloo ranks are forked from the caller (torch
+and the backend imported: no re-import per rank; each rank sets torch.set_num_threads(1),
+which keeps fork safe even after the caller ran OpenMP ops); on macOS/Windows, or with
+MINITORCH_DIST_START=spawn, they are spawned. mpi ranks are started by mpiexec and connect
+back the same way. When the caller must not trust its ranks (MINITORCH_DIST_RANK_HOST is
+set: the autograder), a rank host in the sandbox forks them or runs mpiexec instead
 (host.py, host_link.py), and every reply from them is read as plain data, never unpickled.
-Every rank runs worker.serve(). A failure, an interrupt or a timeout kills the
-whole pool: no rank survives its caller.
+Every rank runs worker.serve(). A new pool's first tasks go out before its ranks are ready
+(wait_ready). A failure, an interrupt or a timeout kills the whole pool: no rank survives
+its caller.
 """
 
 from __future__ import annotations
@@ -35,13 +34,11 @@ from . import channel, host_link
 from .stores import store_listener, store_server, takes_listener
 
 _IDS = itertools.count()
+backend_class("gloo")   # the default backend comes with the package: its import (10-20 ms) was a first launch's largest cost
 
 
 def default_start_method() -> str:
-    method = os.environ.get("MINITORCH_DIST_START")
-    if method:
-        return method
-    return "fork" if sys.platform.startswith("linux") else "spawn"
+    return os.environ.get("MINITORCH_DIST_START") or ("fork" if sys.platform.startswith("linux") else "spawn")
 
 
 def _mpiexec() -> str:
@@ -145,21 +142,26 @@ class Pool:
                                   f"{self.world_size} ranks still expected")
             self.conns[rank], self.pids[rank] = conn, pid
             waiting -= 1
-        ready = set()
-        while len(ready) < self.world_size:
+        self._unready, self._ready_by = set(range(self.world_size)), deadline
+
+    def wait_ready(self) -> None:
+        """Return once every rank has built its world group (at once after the first run). A new
+        pool's first tasks may go out before: each rank reads its own once it is ready."""
+        while self._unready:
             problem = self._startup_failure()
-            if problem or time.monotonic() > deadline:
+            if problem or time.monotonic() > self._ready_by:
                 raise LaunchError(f"could not start {self.world_size} {self.backend} ranks: "
                                   f"{problem or 'timed out building the process group'}")
-            for conn in wait(self.conns, timeout=0.05):
+            for conn in wait([self.conns[r] for r in self._unready], timeout=0.05):
+                rank = self.conns.index(conn)        # a ready rank's next message is its reply: left unread
                 msg = self.recv(conn)
                 if msg is None:
                     raise LaunchError(f"could not start {self.world_size} {self.backend} ranks: "
-                                      f"rank {self.conns.index(conn)} died while building the process group")
+                                      f"rank {rank} died while building the process group")
                 if msg[0] == "ready":
-                    ready.add(msg[1])
+                    self._unready.discard(rank)
                 else:
-                    self.print_output(self.conns.index(conn), msg)
+                    self.print_output(rank, msg)
 
     def _read(self, conn: Connection):
         return channel.recv_plain(conn, self.budget) if self.plain else channel.recv(conn)
