@@ -177,7 +177,7 @@ def serve(rank: int, world_size: int, address, authkey: bytes, spec: dict) -> No
             send(("reply", task.run_id, "error", failure(rank, plain_only=task.plain, exc=TypeError(
                 f"rank {rank}: the function's return value could not be sent back to the caller "
                 f"({type(exc).__name__}: {exc}); return tensors, numbers, lists or dicts"))))
-    backend.close()
+    getattr(backend, "close_at_exit", backend.close)()
     conn.close()
 
 

@@ -183,3 +183,16 @@ class GlooBackend(Backend):
         if self._pg is not None:
             self._framer.close()
             self._pg = None
+
+    def close_at_exit(self) -> None:
+        """close() in a process about to end: the listeners end as in close(), and the process group
+        is left to the process's end (its destructor takes 20-40 ms, one rank after another)."""
+        if type(self).close is not GlooBackend.close:     # a subclass's close (nccl's) runs in full
+            self.close()
+        elif self._pg is not None:
+            self._framer.close()
+            _AT_EXIT.append(self._pg)
+            self._pg = None
+
+
+_AT_EXIT: list = []     # process groups of close_at_exit(): never destroyed, the process ends
