@@ -425,7 +425,7 @@ assert steps.calls == 6 and steps.bytes_sent == 6 * MB
 # | the same | 1 Gbit/s | 1/β = 955 Mbit/s; α = 76 µs |
 # | naive / tree / ring all-reduce, 4 nodes, 1 MB | 20 Mbit/s | 1.05 / 1.09-1.14 / 1.07-1.15 × the model |
 # | the same, 2 MB | 100 Mbit/s | 1.07-1.09 / 1.12-1.17 / 1.34 × the model |
-# | PowerSGD r=2 against dense DDP, 2 nodes, 5 MB of gradients | 100 Mbit/s / unshaped | 5.1-10.7x as fast / 0.49-0.75x (slower) |
+# | PowerSGD r=2 against dense DDP, 2 nodes, 5 MB of gradients | 100 Mbit/s / 1 Gbit/s / unshaped | 5.1-10.7x / 2.6x as fast / 0.49-0.89x (slower) |
 # | HSDP (shards in a node) against FSDP (shards on all 4), 2 nodes of 2 | 100 Mbit/s between nodes | 2.2-2.5x as fast |
 #
 # What the numbers teach:
