@@ -196,3 +196,29 @@ _want = cost_model.zero_step_bytes(4 * PSI, 4)
 for _s in STAGES:
     assert 0.999 <= TRAFFIC[_s] / _want[_s] <= 1.01, ("B.2", _s, TRAFFIC[_s], _want[_s])
 ### END HIDDEN TESTS
+
+# %% [markdown]
+# ## Part C (optional, not graded): HSDP across a slow link between nodes
+#
+# Once your bonus 6.6 works: on a Linux machine where you are root, the kit builds a small cluster whose
+# nodes are joined by links shaped to a bandwidth you choose (lecture 1, section 6); ranks on one node
+# talk over its own loopback, unshaped. From the kit's root, in a terminal:
+#
+# ```bash
+# sudo .venv/bin/python -m minitorch_dist.cluster up --nodes 2 --ranks-per-node 2 --bandwidth 100mbit
+# sudo .venv/bin/python -m minitorch_dist.cluster torchrun examples/cluster/train_compare.py hsdp
+# sudo .venv/bin/python -m minitorch_dist.cluster down
+# ```
+#
+# It trains a CharTransformer of about 0.8M parameters on 4 ranks (2 nodes of 2) with your
+# `FullyShardedModel` over all 4 ranks, where every all-gather and reduce-scatter crosses the slow link,
+# and with your `HybridShardedModel` in shard groups of 2 (one node each), where only the all-reduce of
+# the gradient shards crosses it, and prints the median time of a step. The reference gave 2.2-2.5x as
+# fast for HSDP on a busy 2-core machine.
+#
+# 1. From Part A's bytes per rank, how many bytes cross the slow link per step in each, and what step
+#    time does that predict at 100 Mbit/s?
+# 2. What does HSDP give up for it (memory per rank, with Part A's formulas)?
+#
+# **Without root (or on macOS/Windows):** Part A's formulas give the bytes on each link; the simulator
+# (`backend="sim"`) has one bandwidth for every link, so it cannot show the fast-node, slow-link split.
