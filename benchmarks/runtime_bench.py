@@ -45,7 +45,8 @@ from minitorch_dist import launch, shutdown  # noqa: E402
 from minitorch_dist.bench_timing import Spread, load_line, paired_ratios, rotated  # noqa: E402
 from minitorch_dist.collectives.timing import noise_report  # noqa: E402
 
-from cold_start import bench_start  # noqa: E402  (part 1, beside this script)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))    # part 1 lives beside this script
+from cold_start import bench_start, cold_start_lines  # noqa: E402,F401  (cold_start_lines: for its tests)
 
 
 TABLE_SIZES = (1 << 10, 1 << 16, 1 << 20, 1 << 24)
