@@ -125,12 +125,10 @@ class StudentKit:
                     os.utime(os.path.join(self.dest, rel), ns=(MADE_MTIME_NS, MADE_MTIME_NS), follow_symlinks=False)
                 self.made[rel] = _key(os.lstat(os.path.join(self.dest, rel)))
             return
-        present = {}
-        for rel, entry in _entries(self.dest):
-            made = self.made.get(rel)
-            if made is not None and (stat.S_ISDIR(entry.st_mode) or _key(entry) == made):
-                present[rel] = entry
-        for rel, entry in reversed(list(_entries(self.dest))):      # deepest first: files before their folder
+        entries = list(_entries(self.dest))                          # one walk, read both ways below
+        present = {rel for rel, entry in entries
+                   if rel in self.made and (stat.S_ISDIR(entry.st_mode) or _key(entry) == self.made[rel])}
+        for rel, entry in reversed(entries):                         # deepest first: files before their folder
             if rel not in present and rel:
                 path = os.path.join(self.dest, rel)
                 shutil.rmtree(path) if stat.S_ISDIR(entry.st_mode) else os.unlink(path)

@@ -8,7 +8,8 @@ submissions of one homework in turn (autograder.grade grades one; the mutation s
 Set up once: the grader's copy (stubs and tests, never a submission), its runners (zygotes,
 one per job, in a network namespace), the collected tests and a sandbox per runner. Per
 submission: the student's copy at the same path, put back as made (kit_copies.StudentKit), the
-submission laid over it and sealed, the selected tests run, every process of the sandbox uids killed, the results scored.
+submission laid over it and sealed, the selected tests run, every process of the sandbox uids
+killed, the results scored.
 """
 
 from __future__ import annotations
