@@ -147,7 +147,7 @@ def error_text(err: BaseException) -> str:
 
 def run_batched(rank_fn, cases, p: int, key, describe, backend: str = "gloo", network=None,
                 leaked=None, inputs=None, check_wire: bool = False, apart=None, counted=None,
-                _seen=None, **options) -> list[tuple]:
+                lone=None, _seen=None, **options) -> list[tuple]:
     """Run `cases` on p ranks, rank_fn(group, cases) -> [dict per case]; returns per case
     ("ok", [each rank's dict], sim_time or None) or ("error", message). Errors are recorded, never
     raised. leaked(per_rank) -> True when the case left a message in flight (fresh ranks for the rest).
@@ -159,11 +159,13 @@ def run_batched(rank_fn, cases, p: int, key, describe, backend: str = "gloo", ne
     the autograder sets), that case runs in a launch of its own (its traffic is scored: the kernel
     bounds a launch's totals, so cases batched together could trade counts), and counted(case,
     per_rank, counters) -> a problem or None then holds what its ranks reported against the run's
-    counters (the ones the kernel bounded).
+    counters (the ones the kernel bounded). lone(case, p) -> per rank {op: (calls, bytes)}: the most
+    a correct run of the case puts on one-rank groups (default none: the trace's claims of more keep
+    the kernel's lower bound).
     """
     if check_wire and apart is not None and backend == "gloo" and os.environ.get(KERNEL_TRAFFIC_VAR) == "1":
         return _run_traffic_apart(rank_fn, list(cases), p, key, describe, network, leaked, inputs, apart, counted,
-                                  options)
+                                  dict(options, lone=lone))
     cases = list(cases)
     out: list[tuple | None] = [None] * len(cases)
     failures: dict[str, int] = {}
@@ -181,8 +183,8 @@ def run_batched(rank_fn, cases, p: int, key, describe, backend: str = "gloo", ne
         except (RankError, LaunchError) as err:
             failed = getattr(err, "cause", None)
             if not isinstance(failed, CaseFailed):
-                _run_apart(rank_fn, cases, pending, out, p, key, describe, backend, network, leaked, err, options,
-                           inputs, check_wire)
+                _run_apart(rank_fn, cases, pending, out, p, key, describe, backend, network, leaked, err,
+                           dict(options, lone=lone), inputs, check_wire)
                 break
             i = pending[failed.index]
             later = set(pending[failed.index + 1:])        # not reached: cases before it succeeded
@@ -200,7 +202,8 @@ def run_batched(rank_fn, cases, p: int, key, describe, backend: str = "gloo", ne
         if _seen is not None:
             _seen.append(result.counters)
         # a case that failed on its own keeps its error (a stub's posted receives are counted, never filled)
-        forged = wire_problems(result, traced=options.get("trace", False)) if check_wire else None
+        forged = wire_problems(result, traced=options.get("trace", False),
+                               lone_most=lone_allowance([cases[i] for i in pending], p, lone)) if check_wire else None
         leak = None
         for k, i in enumerate(pending):
             per_rank = [r[k] for r in result]
@@ -244,14 +247,26 @@ def _run_traffic_apart(rank_fn, cases, p, key, describe, network, leaked, inputs
     return out
 
 
-def wire_problems(result, traced: bool = False) -> str | None:
+def lone_allowance(cases, p: int, lone=None) -> list[dict]:
+    """Per rank {op: (calls, bytes)}: the most `cases`, run in one launch, do on one-rank groups (lone)."""
+    most = [{} for _ in range(p)]
+    for case in (cases if lone is not None else ()):
+        for mine, add in zip(most, lone(case, p)):
+            for op, (calls, nbytes) in add.items():
+                c = mine.get(op, (0, 0))
+                mine[op] = (c[0] + calls, c[1] + nbytes)
+    return most
+
+
+def wire_problems(result, traced: bool = False, lone_most=None) -> str | None:
     """The run's counters against the bytes the kernel counted between its rank processes
     (RunResult.wire: gloo, when measured): why they cannot both be true, or None. traced: the run
-    recorded its trace (launch(trace=True)), whose groups tell which collectives ran on one rank."""
+    recorded its trace (launch(trace=True)), whose groups tell which collectives ran on one rank, up to
+    lone_most (traffic_check.disagreements)."""
     if getattr(result, "wire", None) is None:
         return None
     problems = disagreements(result.counters, result.wire, traced=traced,   # wire_unseen: not yet (README)
-                             events=result.events if traced else None)
+                             events=result.events if traced else None, lone_most=lone_most)
     if not problems:
         return None
     return ("the messages counted in the rank processes (group.counters) disagree with the bytes the "

@@ -8,7 +8,8 @@ shard ends in padding; the tiny model (2 elements) at 3 and 4 leaves ranks with 
 from __future__ import annotations
 
 from assignments.common import case_suites
-from assignments.hw6.tests.hw6_harness import HW6_LAUNCH, Case, Suite
+from assignments.hw6.tests import hw6_hybrid_groups as hybrid
+from assignments.hw6.tests.hw6_harness import HW6_LAUNCH, HW6_WIRE, Case, Suite
 from assignments.hw6.tests.hw6_inputs import make_inputs
 from assignments.hw6.tests.hw6_ranks import OPS, run_cases_on_rank
 from assignments.hw6.tests.hw6_setup import build_model, unit_sizes
@@ -20,28 +21,31 @@ WORLD_PAIRS = ((1, 2), (3, 4))                 # one test function each (a bug s
 
 
 # Traffic per step: each step's collectives are scored from the steps' snapshots (hw6_ranks.run_training),
-# which rank code can rewrite. On gloo with the kernel measuring, each ZeRO and FSDP case runs in a
+# which rank code can rewrite. On gloo with the kernel measuring, each ZeRO, FSDP and HSDP case runs in a
 # launch of its own (rank_runs.run_batched apart=) and its steps' snapshots, with what the run does
 # besides them, must add up to that launch's counters (case_suites.counted_by): at construction the
 # whole model from rank 0 (broadcasts: the harness's or the provided constructor's, and the piece's own,
-# whose calls and padding are the student's choice), after the steps the harness's all-gather of every
-# FSDP unit's shard (and full_parameters()'s, in the mixed-precision cases).
+# whose calls and padding are the student's choice; HSDP's over the world, then FSDP's over the shard
+# group), after the steps the harness's all-gather of every FSDP unit's shard (and full_parameters()'s,
+# in the mixed-precision cases). HSDP's verdict also holds each step's trace to its snapshot
+# (hw6_hybrid_checks.py).
 STEP_COUNTED = {**{f"{op}_{i}": (lambda c, op=op, i=i: (c.op(op).calls, c.op(op).tensor_bytes)[i])
                    for op in OPS for i in (0, 1)},
                 "p2p_0": lambda c: c.messages_sent, "p2p_1": lambda c: c.bytes_sent}
-BOUND_STAGES = ("zero1", "zero2", "fsdp")
+BOUND_STAGES = ("zero1", "zero2", "fsdp", "hsdp")
 
 
 def _itemsize(case: Case) -> int:
-    return 4 if case.dtype == "float32" else 8
+    return hybrid.itemsize(case)
 
 
 def besides_steps(case: Case, rank: int, p: int) -> dict:
     """What a rank's run does outside its steps' snapshots: the model's broadcast (one call at least) and,
-    under FSDP, the gathers of the units' shards."""
-    model = build_model(case)
-    tensors = {id(t): t for t in list(model.parameters()) + list(model.buffers())}.values()
-    out = {"broadcast_0": 1, "broadcast_1": sum(t.nbytes for t in tensors)}
+    under FSDP, the gathers of the units' shards; HSDP's (hw6_hybrid_groups.besides_steps)."""
+    if case.stage == "hsdp":
+        return {f"{op}_{i}": v[i] for op, v in hybrid.besides_steps(case, p).items() for i in (0, 1)}
+    _, whole = hybrid.model_bytes(case)
+    out = {"broadcast_0": 1, "broadcast_1": whole}
     if case.stage == "fsdp":
         gathers = 2 if case.mixed else 1
         out["all_gather_0"] = gathers * len(unit_sizes(case))
@@ -50,8 +54,8 @@ def besides_steps(case: Case, rank: int, p: int) -> dict:
 
 
 def _padding(case: Case, rank: int, p: int) -> dict:
-    """The broadcast may carry the flat shards' padding (under p elements a unit or bucket)."""
-    pieces = len(unit_sizes(case)) if case.stage == "fsdp" else len(list(build_model(case).parameters()))
+    """The broadcasts may carry the flat shards' padding (under p elements a unit or bucket)."""
+    pieces = len(unit_sizes(case)) if case.stage in ("fsdp", "hsdp") else len(list(build_model(case).parameters()))
     return {"broadcast_1": pieces * p * _itemsize(case)}
 
 
@@ -66,9 +70,10 @@ def per_step_traffic(case: Case, p: int) -> bool:
     return p > 1 and case.stage in BOUND_STAGES
 
 
-_, StepSuite = case_suites.bind(run_cases_on_rank, make_inputs=make_inputs, check_wire=True, apart=per_step_traffic,
+_, StepSuite = case_suites.bind(run_cases_on_rank, make_inputs=make_inputs, apart=per_step_traffic,
                                 counted=case_suites.counted_by(STEP_COUNTED, _snapshots, lambda case: ("broadcast_0",),
-                                                               besides=besides_steps, slack=_padding), **HW6_LAUNCH)
+                                                               besides=besides_steps, slack=_padding),
+                                **HW6_WIRE, **HW6_LAUNCH)
 
 
 def stage_cases(stage: str):
@@ -109,7 +114,7 @@ ZERO1_F32, FSDP_F32 = StepSuite(float32_cases("zero1")), StepSuite(float32_cases
 PREFETCH, CHECKPOINT, MIXED = StepSuite(prefetch_cases), StepSuite(checkpoint_cases), StepSuite(mixed_cases)
 BAD = Suite(lambda p: [Case("bad_zero"), Case("bad_fsdp")])
 SIM = Suite(lambda p: [Case("fsdp", "adamw", "frozen", prefetch=True)], backend="sim")
-MPI = Suite(lambda p: [Case("fsdp", "sgd", "tied", checkpoint=True)], backend="mpi")
+MPI = StepSuite(lambda p: [Case("fsdp", "sgd", "tied", checkpoint=True)], backend="mpi")   # measured as gloo's (hw2's MPI)
 
 
 def hybrid_cases(p: int) -> list[Case]:
@@ -123,5 +128,5 @@ def hybrid_cases(p: int) -> list[Case]:
             Case("hsdp", "sgd", "frozen", init="different", shard_size=1)]
 
 
-HYBRID = Suite(hybrid_cases)
+HYBRID = StepSuite(hybrid_cases)
 BAD_HYBRID = Suite(lambda p: [Case("bad_hsdp", shard_size=2)])       # at p = 3: 2 does not divide 3

@@ -14,6 +14,8 @@ an all-gather, hw3's compressed all-reduce of the dense tensor): caught because 
 is scored runs in a launch of its own and its report must add up to that launch's counters
 (rank_runs.run_batched apart=/counted=, case_suites.counted_by). Homeworks 2, 3 and 6's cases scored by
 per-step snapshots: the same, with what the run does besides its steps computed in the grader (besides=).
+A collective claimed on a one-rank group in the trace, in a launch whose groups all have two ranks or
+more, keeps the kernel's lower bound (the grader knows which groups a correct run makes).
 """
 
 import json
@@ -21,6 +23,7 @@ import os
 import re
 
 import pytest
+import torch
 
 from tests.kit.attacks import attack
 from tests.kit.submissions import by_name, insert_after_marker, make_submission
@@ -266,6 +269,15 @@ _dense = torch.cat([q.grad.reshape(-1) for q in self.params if q.grad is not Non
 self.group.all_gather(_dense)
 _hide({"all_gather": (1, _dense.nbytes)})
 '''
+# HSDP (6.6): every unit's dense gradient also all-reduced across everything (the shard group, then the
+# replicas), its events taken out of the trace and the step's snapshot raised by it.
+HSDP_REDUCES_DENSE = HIDE + '''
+_dense = self.full.grad.detach().clone()
+for _g in (self.group, self.replica_group):
+    _g.all_reduce(_dense, "avg")
+    del _g.events[-1]
+_hide({"all_reduce": (2, 2 * _dense.nbytes)})
+'''
 # name: (homework, file, [(function, snippet, task)], the graded test, the share of its points the code
 # deserves). Batched, each took all of its test and task's rubric entry (powersgd also 8 of 8 on
 # test_powersgd_matches_torch_hook, not run here: torch's reference takes a minute; 0 now); now the share.
@@ -280,7 +292,9 @@ PER_STEP = {"hook": ("hw3", "ddp_hooks.py", [("compression_hook", HOOK_GATHERS_D
                     r"HW2 2\.2-2\.4: test_ddp_how_gradients_are_averaged$", 2 / 3),             # overlap, bucketed
             "ps": ("hw2", "param_server.py", [("step", PS_SENDS_TWICE, "2.1")],
                    r"HW2 2\.1 .*: test_parameter_server_moves_everything_through_rank_0$", 0.0),
-            "zero": ("hw6", "zero.py", [("reduce_gradients", ZERO_GATHERS_DENSE, "6.1")], r"HW6 6\.1 .*: test_zero1$", 0.0)}
+            "zero": ("hw6", "zero.py", [("reduce_gradients", ZERO_GATHERS_DENSE, "6.1")], r"HW6 6\.1 .*: test_zero1$", 0.0),
+            "hsdp": ("hw6", "hybrid.py", [("reduce_gradient", HSDP_REDUCES_DENSE, "6.6")],
+                     r"HW6 6\.6 .*: test_hsdp_two_shard_groups_of_two$", 0.0)}
 
 
 @pytest.mark.parametrize("name", PER_STEP)
@@ -297,3 +311,39 @@ def test_per_step_traffic_hidden_in_the_report_scores_only_what_the_work_deserve
     assert test["score"] <= share * test["max_score"] + 1e-9, scores
     task = f"{homework.upper()} {places[0][2]} "
     assert all(s == 0 for n, s in scores.items() if n.startswith(task) and n.endswith("every case of the task passes")), scores
+
+
+def claimed_alone(group, cases):
+    """A student's forgery: one real all_gather, and a second one claimed (counters and trace) that never
+    ran, its trace event put on a group of this rank alone, where a collective moves nothing."""
+    from minitorch_dist.runtime.observe.trace import Event
+    x = torch.ones(250_000)
+    group.all_gather(x)
+    c = group.counters.by_op["all_gather"]
+    c.calls, c.tensor_bytes = c.calls + 1, c.tensor_bytes + x.nbytes
+    now = group.now()
+    group.events.append(Event(group.rank, "all_gather", None, None, x.nbytes, now, now, f"group[{group.rank}]"))
+    print("ATTACK-DONE: CLAIMED_ALONE", flush=True)
+    return [{} for _ in cases]
+
+
+def test_a_collective_claimed_on_a_one_rank_group_keeps_its_lower_bound(monkeypatch):
+    """The lower bound used to leave out what the trace puts on one-rank groups, and the trace is the
+    ranks' to write: this claim of a 1 MB all_gather that never ran agreed with the kernel. The grader
+    now exempts only what its cases run on one-rank groups (run_batched lone=; none here). About 3 s."""
+    from assignments.common import rank_runs
+    from minitorch_dist.runtime.observe import kernel_traffic, run_meter
+    if not kernel_traffic.available():
+        pytest.skip("sock_diag (Linux) is needed to read the kernel's per-socket counts")
+    monkeypatch.setenv(run_meter.VAR, "1")
+    res = rank_runs.launch_for_tests(claimed_alone, 2, ([None],), collectives=True, trace=True)
+    assert rank_runs.wire_problems(res, traced=True) is None              # the trace's word: it escapes
+    case = type("Case", (), {"kind": "claim", "describe": lambda self, p: f"claim(p={p})"})()
+    got = rank_runs.run_batched(claimed_alone, [case], 2, key=lambda c: c.kind, describe=lambda c, p: c.describe(p),
+                                check_wire=True, collectives=True, trace=True)
+    assert got[0][0] == "error" and "the kernel counted" in got[0][1], got
+    assert all(f"rank {r}'s counters say" in got[0][1] for r in range(2)), got[0][1]
+    honest = rank_runs.run_batched(claimed_alone, [case], 2, key=lambda c: c.kind, describe=lambda c, p: c.describe(p),
+                                   check_wire=True, collectives=True, trace=True,
+                                   lone=lambda c, p: [{"all_gather": (1, 10 ** 6)}] * p)
+    assert honest[0][0] == "ok", honest                  # a launch whose cases run it alone: exempt, as before

@@ -2,55 +2,47 @@
 
     judge(outcomes, result_problems, hybrid_comm_problems, memory_problems)
 
-With N ranks and shard groups of s: rank w's shard group is the s consecutive ranks of its block
-[w - w % s, w - w % s + s), its replica group the N/s ranks w % s, w % s + s, ... Each step, per unit
-of padded n elements (a multiple of s), a rank must call, and nothing else:
-    in its shard group:    2 all-gathers of n/s elements, 1 reduce-scatter of n elements
-    in its replica group:  1 all-reduce of n/s elements (the gradient shard: 1/s of the gradient)
-Collectives on a group of one rank send nothing; they may be called or left out. Read from the
-trace: each collective's group (by name; the ranks report each group's world ranks) and bytes.
+What a correct run calls on each group, per unit and step: hw6_hybrid_groups.py (two all-gathers and
+a reduce-scatter in the shard group, an all-reduce of the gradient shard across the replica group).
+Read from the trace: each collective's group and bytes. The trace is written in the rank processes,
+so its group names count only as the groups a correct run makes (this rank's shard and replica
+groups, by the names the runtime gives them; known here from the case and p), and each step's events
+must add up to that step's counters (which the grader holds to the kernel's counts, cases.py).
+Collectives on a group of one rank send nothing: they may be left out, or called as a correct run
+calls them, no more.
 """
 
 from __future__ import annotations
 
-from assignments.hw6.tests.hw6_checks import _itemsize
 from assignments.hw6.tests.hw6_harness import Outcome
-from assignments.hw6.tests.hw6_setup import unit_sizes
-from minitorch_dist.sharded.flat import padded_numel
+from assignments.hw6.tests.hw6_hybrid_groups import members_of, step_comm
 
 OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast")
 
 
-def hybrid_members(rank: int, p: int, s: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
-    """(shard group, replica group) of world rank `rank`, as tuples of world ranks."""
-    first = rank - rank % s
-    return tuple(range(first, first + s)), tuple(range(rank % s, p, s))
-
-
-def expected_hybrid_comm(o: Outcome, rank: int) -> dict:
-    """{(op, group's world ranks): [calls, tensor bytes]} of one step on `rank`, groups of one rank left out."""
-    s, es = o.case.shard_size, _itemsize(o.case)
-    shard, replica = hybrid_members(rank, o.p, s)
-    padded = [padded_numel(n, s) for n in unit_sizes(o.case)]
-    want = {("all_gather", shard): [2 * len(padded), 2 * sum(padded) // s * es],
-            ("reduce_scatter", shard): [len(padded), sum(padded) * es],
-            ("all_reduce", replica): [len(padded), sum(padded) // s * es]}
-    return {k: v for k, v in want.items() if len(k[1]) > 1}
-
-
-def got_hybrid_comm(step: dict, groups: dict) -> dict:
-    """{(op, group's world ranks or its name): [calls, tensor bytes]} from a step's trace events."""
+def got_hybrid_comm(step: dict, rank: int, p: int, s: int) -> dict:
+    """{(op, group's world ranks, or its name if no correct run makes it): [calls, tensor bytes]} from a
+    step's trace events, every group."""
     got: dict = {}
     for op, _start, _end, nbytes, group in step["events"]:
         if op not in OPS:
             continue
-        members = tuple(groups.get(group, [group]))
-        if len(members) == 1 and isinstance(members[0], int):
-            continue                                            # a group of one rank sends nothing
-        calls = got.setdefault((op, members), [0, 0])
+        calls = got.setdefault((op, members_of(group, rank, p, s)), [0, 0])
         calls[0] += 1
         calls[1] += nbytes
     return got
+
+
+def _untold(step: dict, got: dict) -> list[str]:
+    """Where a step's trace events and its counters disagree, per collective."""
+    traced = {op: [sum(v[i] for (o, _), v in got.items() if o == op) for i in (0, 1)] for op in OPS}
+    return [f"{op} {traced[op][0]} calls / {traced[op][1]} B in the trace, {step['comm'][op][0]} / "
+            f"{step['comm'][op][1]} B counted" for op in OPS if traced[op] != list(step["comm"][op])]
+
+
+def _lone_extra(got: dict, want: dict) -> dict:
+    """Collectives on one-rank groups beyond what a correct run calls there (all of them or none)."""
+    return {k: v for k, v in got.items() if len(k[1]) == 1 and isinstance(k[1][0], int) and v != want.get(k)}
 
 
 def ring_bytes(comm: dict) -> float:
@@ -72,16 +64,23 @@ def hybrid_comm_problems(o: Outcome) -> list[str]:
     all-reduce of the gradient shards across the replica group, with their bytes; no point to point."""
     if o.error is not None:
         return [o.error]
-    problems = []
+    problems, s = [], o.case.shard_size
     for r, rep in enumerate(o.ranks):
-        want = expected_hybrid_comm(o, r)
+        every = step_comm(o.case, r, o.p)
+        want = {k: v for k, v in every.items() if len(k[1]) > 1}
         for k, step in enumerate(rep["steps"]):
-            got = got_hybrid_comm(step, rep["groups"])
+            got = got_hybrid_comm(step, r, o.p, s)
             if step["comm"]["p2p"] != [0, 0]:
                 problems.append(f"rank {r}, step {k}: {step['comm']['p2p'][0]} point-to-point messages; HSDP uses "
                                 f"only the collectives")
+            untold, extra = _untold(step, got), _lone_extra(got, every)
+            if untold or extra:
+                problems.append(f"rank {r}, step {k}: the trace does not account for the step's collectives ("
+                                f"{'; '.join(untold) or _show(extra) + ' on a group of one rank'}): leave the "
+                                f"runtime's trace and counters alone")
+                break
+            got = {key: v for key, v in got.items() if not (len(key[1]) == 1 and isinstance(key[1][0], int))}
             if got != want:
-                s = o.case.shard_size
                 problems.append(
                     f"rank {r}, step {k}: {_show(got) or 'no collective'}. Expected {_show(want) or 'none'}: per unit "
                     f"two all-gathers and a reduce-scatter in the shard group of {s} consecutive ranks, then "
