@@ -37,7 +37,7 @@ from assignments.common.verdicts import (MAX_SHOWN, STUB, fail, judge, only_stub
 from minitorch_dist import LaunchError, PeerFailedError, RankError, SimNetwork, launch, shutdown
 from minitorch_dist.runtime.launching.plain import plain_record
 from minitorch_dist.runtime.observe.run_meter import VAR as KERNEL_TRAFFIC_VAR
-from minitorch_dist.runtime.observe.traffic_check import disagreements
+from minitorch_dist.runtime.observe.traffic_check import WIDEST, disagreements
 
 DEFAULT_DEADLINE = 10.0    # seconds a blocking op may wait (MINITORCH_DIST_DEADLINE overrides it)
 RUN_TIMEOUT = 180.0        # wall-clock limit of one launch (gloo/mpi), for code stuck outside comm ops
@@ -147,7 +147,7 @@ def error_text(err: BaseException) -> str:
 
 def run_batched(rank_fn, cases, p: int, key, describe, backend: str = "gloo", network=None,
                 leaked=None, inputs=None, check_wire: bool = False, apart=None, counted=None,
-                lone=None, _seen=None, **options) -> list[tuple]:
+                lone=None, widest=None, _seen=None, **options) -> list[tuple]:
     """Run `cases` on p ranks, rank_fn(group, cases) -> [dict per case]; returns per case
     ("ok", [each rank's dict], sim_time or None) or ("error", message). Errors are recorded, never
     raised. leaked(per_rank) -> True when the case left a message in flight (fresh ranks for the rest).
@@ -155,17 +155,19 @@ def run_batched(rank_fn, cases, p: int, key, describe, backend: str = "gloo", ne
     rank_fn(group, cases, own) on rank r with own = [rank r's input of each case], sent to it alone.
     check_wire: every case of a run whose counters the kernel's byte counts contradict
     (wire_problems) gets that error.
-    apart(case, p) -> True: with check_wire on gloo and the kernel measuring (run_meter.VAR, which
+    apart(case, p) -> True: with check_wire on gloo or mpi and the kernel measuring (run_meter.VAR, which
     the autograder sets), that case runs in a launch of its own (its traffic is scored: the kernel
     bounds a launch's totals, so cases batched together could trade counts), and counted(case,
     per_rank, counters) -> a problem or None then holds what its ranks reported against the run's
     counters (the ones the kernel bounded). lone(case, p) -> per rank {op: (calls, bytes)}: the most
     a correct run of the case puts on one-rank groups (default none: the trace's claims of more keep
-    the kernel's lower bound).
+    the kernel's lower bound). widest: the most bytes the backend reduces per counted byte in these
+    cases (1 when they reduce no float16, bfloat16 or float8; default traffic_check.WIDEST), which the
+    kernel's upper bound on each all_reduce and reduce_scatter allows.
     """
-    if check_wire and apart is not None and backend == "gloo" and os.environ.get(KERNEL_TRAFFIC_VAR) == "1":
-        return _run_traffic_apart(rank_fn, list(cases), p, key, describe, network, leaked, inputs, apart, counted,
-                                  dict(options, lone=lone))
+    if check_wire and apart is not None and backend in ("gloo", "mpi") and os.environ.get(KERNEL_TRAFFIC_VAR) == "1":
+        return _run_traffic_apart(rank_fn, list(cases), p, key, describe, backend, network, leaked, inputs, apart,
+                                  counted, dict(options, lone=lone, widest=widest))
     cases = list(cases)
     out: list[tuple | None] = [None] * len(cases)
     failures: dict[str, int] = {}
@@ -184,7 +186,7 @@ def run_batched(rank_fn, cases, p: int, key, describe, backend: str = "gloo", ne
             failed = getattr(err, "cause", None)
             if not isinstance(failed, CaseFailed):
                 _run_apart(rank_fn, cases, pending, out, p, key, describe, backend, network, leaked, err,
-                           dict(options, lone=lone), inputs, check_wire)
+                           dict(options, lone=lone, widest=widest), inputs, check_wire)
                 break
             i = pending[failed.index]
             later = set(pending[failed.index + 1:])        # not reached: cases before it succeeded
@@ -203,7 +205,8 @@ def run_batched(rank_fn, cases, p: int, key, describe, backend: str = "gloo", ne
             _seen.append(result.counters)
         # a case that failed on its own keeps its error (a stub's posted receives are counted, never filled)
         forged = wire_problems(result, traced=options.get("trace", False),
-                               lone_most=lone_allowance([cases[i] for i in pending], p, lone)) if check_wire else None
+                               lone_most=lone_allowance([cases[i] for i in pending], p, lone),
+                               widest=widest) if check_wire else None
         leak = None
         for k, i in enumerate(pending):
             per_rank = [r[k] for r in result]
@@ -228,7 +231,7 @@ def run_batched(rank_fn, cases, p: int, key, describe, backend: str = "gloo", ne
     return out
 
 
-def _run_traffic_apart(rank_fn, cases, p, key, describe, network, leaked, inputs, apart, counted, options):
+def _run_traffic_apart(rank_fn, cases, p, key, describe, backend, network, leaked, inputs, apart, counted, options):
     """run_batched with check_wire for cases whose traffic is scored: each in a launch of its own, its
     report held to that launch's counters (counted); the other cases batched as usual."""
     alone = [i for i, case in enumerate(cases) if apart(case, p)]
@@ -236,7 +239,7 @@ def _run_traffic_apart(rank_fn, cases, p, key, describe, network, leaked, inputs
     out: list = [None] * len(cases)
     for group in [[i] for i in alone] + ([rest] if rest else []):
         seen = []                    # the run's counters, per launch: only a lone case's are used
-        got = run_batched(rank_fn, [cases[i] for i in group], p, key, describe, "gloo", network, leaked,
+        got = run_batched(rank_fn, [cases[i] for i in group], p, key, describe, backend, network, leaked,
                           inputs=None if inputs is None else [inputs[i] for i in group], check_wire=True,
                           _seen=seen, **options)
         for i, o in zip(group, got):
@@ -258,15 +261,16 @@ def lone_allowance(cases, p: int, lone=None) -> list[dict]:
     return most
 
 
-def wire_problems(result, traced: bool = False, lone_most=None) -> str | None:
+def wire_problems(result, traced: bool = False, lone_most=None, widest=None) -> str | None:
     """The run's counters against the bytes the kernel counted between its rank processes
-    (RunResult.wire: gloo, when measured): why they cannot both be true, or None. traced: the run
-    recorded its trace (launch(trace=True)), whose groups tell which collectives ran on one rank, up to
-    lone_most (traffic_check.disagreements)."""
+    (RunResult.wire: gloo and mpi, when measured): why they cannot both be true, or None. traced: the
+    run recorded its trace (launch(trace=True)), whose groups tell which collectives ran on one rank, up
+    to lone_most; widest: see run_batched (traffic_check.disagreements)."""
     if getattr(result, "wire", None) is None:
         return None
     problems = disagreements(result.counters, result.wire, traced=traced,   # wire_unseen: not yet (README)
-                             events=result.events if traced else None, lone_most=lone_most)
+                             events=result.events if traced else None, lone_most=lone_most,
+                             backend=result.backend, widest=widest or WIDEST)
     if not problems:
         return None
     return ("the messages counted in the rank processes (group.counters) disagree with the bytes the "

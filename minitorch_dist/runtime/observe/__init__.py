@@ -7,4 +7,5 @@
     kernel_traffic.py  the bytes between rank processes as the kernel counts them (RunResult.wire)
     run_meter.py       one launch's traffic: the ranks' processes found from the launcher's connections
     traffic_check.py   the runtime's counters against those bytes (what the grader checks)
+    wire_framing.py    what gloo and MPICH add on the wire besides the payload (traffic_check's figures)
 """

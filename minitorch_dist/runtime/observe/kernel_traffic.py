@@ -26,9 +26,10 @@ names its process) and, outside a private network namespace, includes other runs
 traffic_check uses it only as slack on the lower bounds, never as traffic a rank may hide.
 
 What it sees: TCP over any interface, in the caller's network namespace (the grader's test process
-shares it with the ranks). What it does not: shared memory (MPICH's default between local ranks),
-threads of one process (the sim backend), UDP. The bytes include each message's framing (the
-kit's header and gloo's), so they exceed the payload by a few hundred bytes a message;
+shares it with the ranks). What it does not: shared memory (MPICH's default between local ranks: a
+measured mpi run is started over TCP instead, run_meter.MPI_OVER_TCP), threads of one process (the
+sim backend), UDP. The bytes include each message's framing (the kit's header and gloo's or MPICH's:
+wire_framing.py), so they exceed the payload by up to a few hundred bytes a message;
 traffic_check.disagreements cross-checks the runtime's counters against them. Linux only; elsewhere `available()` is False.
 """
 

@@ -1,4 +1,6 @@
 """The runtime's counters of a run against the bytes the kernel counted (kernel_traffic.py).
+The figures below are gloo's; mpi runs (MPICH over TCP) get MPICH's, measured the same way
+(wire_framing.py), through disagreements(backend="mpi").
 
     problems = disagreements(result.counters, result.wire, traced=True, events=result.events)   # [] if both can hold
 
@@ -48,39 +50,38 @@ plus 640(p-1) + 512 B of framing a call (p times that for reduce_scatter), plus 
 from __future__ import annotations
 
 from .kernel_traffic import UNSEEN_ALLOWANCE
+from .wire_framing import FRAMING, GLOO, Framing
 
-# What a message adds on the wire beyond its payload, gloo over TCP (measured with send, isend and
-# sendrecv at 0 B to 4 MiB: the sender's framing 224-416 B, up to 1,280 B for a 4 MiB message sent
-# in parts, the receiver's acknowledgements 48-144 B, a barrier 288 B a rank): the cross-check allows
-# these per message, plus 1/256 of the payload.
-SEND_OVERHEAD, RECV_OVERHEAD, OTHER_OP_OVERHEAD, PAYLOAD_SHARE = 512, 192, 512, 1 / 256
-# ... and at least this much (the smallest seen: 224 B of framing a message sent, 48 B of
-# acknowledgement a message received), so honest messages' framing cannot hide a claim of more
-# payload than was sent
-SEND_FRAMING_MIN, RECV_FRAMING_MIN = 200, 40
+# What a message and a collective add on the wire beyond the payload, per backend (wire_framing.py: gloo's
+# figures above, MPICH's over TCP there); the cross-check allows the most of it per message and call,
+# plus 1/256 of the payload, and requires the least, so honest framing cannot hide a claim of more
+# payload than was sent.
+PAYLOAD_SHARE = 1 / 256
 POINT_TO_POINT = {"send", "recv", "isend", "irecv", "sendrecv", "barrier"}
 COLLECTIVES = {"all_reduce", "reduce_scatter", "all_gather", "broadcast"}
 WIDEST = 4                   # float8 is reduced as float32 (transports/gloo.py _WIDER): 4x the counted bytes
-COLLECTIVE_FRAMING_MIN = 64  # B each way a call of all_reduce, reduce_scatter, all_gather (measured: >= 144)
-BROADCAST_FRAMING_MIN = 32   # B each way a broadcast (measured: >= 48, a leaf's acknowledgement)
 
 
-def collective_framing(p: int) -> int:
+def collective_framing(p: int, framing: Framing = GLOO) -> int:
     """The most framing one call of a collective adds per rank, each way, on a group of at most p
-    ranks (measured: up to 4,032 B at p = 8, 288 B a ring step; this allows 640 B a step)."""
-    return 640 * (p - 1) + 512
+    ranks (gloo, measured: up to 4,032 B at p = 8, 288 B a ring step; this allows 640 B a step)."""
+    return framing.call_framing(p)
 
 
-def collective_bounds(op: str, calls: int, nbytes: int, p: int) -> tuple[float, float]:
+def collective_bounds(op: str, calls: int, nbytes: int, p: int, framing: Framing = GLOO,
+                      widest: int = WIDEST) -> tuple[float, float]:
     """(the most a rank sends, the most it receives) for `calls` calls of `op` on groups of at most p
-    ranks whose local inputs total `nbytes` (Counters' calls and tensor_bytes)."""
+    ranks whose local inputs total `nbytes` (Counters' calls and tensor_bytes); `widest`: the most
+    bytes the backend reduces per counted byte (the counters do not record the dtype)."""
+    per_call = framing.call_framing(p)
     if op in ("all_reduce", "reduce_scatter"):
-        payload = WIDEST * 2 * (p - 1) / p * nbytes
-        framing = collective_framing(p) * (p if op == "reduce_scatter" else 1)
-    else:                                               # all_gather, broadcast (moved as bytes)
+        payload = widest * framing.reduce_most(p) * nbytes
+        per_call *= p if op == "reduce_scatter" and framing.scatter_calls else 1
+    elif op == "broadcast":                             # moved as bytes
+        payload = framing.broadcast_most(p) * nbytes
+    else:
         payload = max(1, p - 1) * nbytes
-        framing = collective_framing(p)
-    most = payload * (1 + PAYLOAD_SHARE) + framing * calls
+    most = payload * (1 + PAYLOAD_SHARE) + per_call * calls
     return most, most
 
 
@@ -109,26 +110,27 @@ def lone_collectives(events, world: int, most: list | None = None) -> list[dict[
     return [{op: (c[0], c[1]) for op, c in d.items()} for d in out]
 
 
-def rank_bounds(c, p: int, lone: dict | None) -> tuple[dict, dict]:
+def rank_bounds(c, p: int, lone: dict | None, framing: Framing = GLOO, widest: int = WIDEST) -> tuple[dict, dict]:
     """A rank's (lower bounds, upper bounds) from its Counters `c`: lower {"sent", "received",
     "either"} (either: sent + received), upper {"sent", "received"}. `lone`: its collectives on
     groups of one rank (lone_collectives), or None when the run was not traced (then collectives have
-    no lower bound)."""
+    no lower bound). framing: the backend's (wire_framing.py); widest: see collective_bounds."""
+    f = framing
     p2p = {name: count for name, count in c.by_op.items() if name not in COLLECTIVES}
     msgs_sent = sum(x.messages_sent for x in p2p.values())
     msgs_recv = sum(x.messages_recv for x in p2p.values())
     bytes_sent = sum(x.bytes_sent for x in p2p.values())
     bytes_recv = sum(x.bytes_recv for x in p2p.values())
     barriers = sum(x.calls for name, x in p2p.items() if name == "barrier")
-    most_sent = bytes_sent * (1 + PAYLOAD_SHARE) + SEND_OVERHEAD * msgs_sent + RECV_OVERHEAD * msgs_recv + \
-        OTHER_OP_OVERHEAD * barriers
-    most_recv = bytes_recv * (1 + PAYLOAD_SHARE) + SEND_OVERHEAD * msgs_recv + RECV_OVERHEAD * msgs_sent + \
-        OTHER_OP_OVERHEAD * barriers
-    least = {"sent": bytes_sent + SEND_FRAMING_MIN * msgs_sent + RECV_FRAMING_MIN * msgs_recv,
-             "received": bytes_recv + SEND_FRAMING_MIN * msgs_recv + RECV_FRAMING_MIN * msgs_sent, "either": 0}
+    most_sent = bytes_sent * (1 + PAYLOAD_SHARE) + f.send_most * msgs_sent + f.recv_most * msgs_recv + \
+        f.barrier_most * barriers
+    most_recv = bytes_recv * (1 + PAYLOAD_SHARE) + f.send_most * msgs_recv + f.recv_most * msgs_sent + \
+        f.barrier_most * barriers
+    least = {"sent": bytes_sent + f.send_least * msgs_sent + f.recv_least * msgs_recv,
+             "received": bytes_recv + f.send_least * msgs_recv + f.recv_least * msgs_sent, "either": 0}
     for op in COLLECTIVES & set(c.by_op):
         count = c.by_op[op]
-        up_sent, up_recv = collective_bounds(op, count.calls, count.tensor_bytes, p)
+        up_sent, up_recv = collective_bounds(op, count.calls, count.tensor_bytes, p, f, widest)
         most_sent += up_sent
         most_recv += up_recv
         if lone is None:
@@ -136,25 +138,29 @@ def rank_bounds(c, p: int, lone: dict | None) -> tuple[dict, dict]:
         lone_calls, lone_bytes = lone.get(op, (0, 0))
         calls, nbytes = max(0, count.calls - lone_calls), max(0, count.tensor_bytes - lone_bytes)
         if op == "broadcast":
-            least["sent"] += BROADCAST_FRAMING_MIN * calls
-            least["received"] += BROADCAST_FRAMING_MIN * calls
+            least["sent"] += f.broadcast_least * calls
+            least["received"] += f.broadcast_least * calls
             least["either"] += nbytes
         else:
-            least["sent"] += nbytes + COLLECTIVE_FRAMING_MIN * calls
-            least["received"] += nbytes + COLLECTIVE_FRAMING_MIN * calls
+            sent, got = (f.reduce_scatter_sent, f.reduce_scatter_received) if op == "reduce_scatter" else (1, 1)
+            least["sent"] += sent * nbytes + f.collective_least * calls
+            least["received"] += got * nbytes + f.collective_least * calls
+            least["either"] += max(0.0, 1 - sent - got) * nbytes
     return least, {"sent": most_sent, "received": most_recv}
 
 
 def disagreements(counters: list, wire: list[tuple[int, int]], unseen: int | None = None,
                   traced: bool = False, events=None, closed: int | None = None,
-                  lone_most: list | None = None) -> list[str]:
+                  lone_most: list | None = None, backend: str = "gloo", widest: int = WIDEST) -> list[str]:
     """Where the runtime's counters of a run (Counters per rank, written in the rank processes) and the
     kernel's counts (`wire`) cannot both be true: a rank that sent or received fewer bytes than its
     counters claim (short of `closed`: what connections closed during the run carried, Wire.closed
     unless given; None: unknown, then no lower bound is checked), or more than they allow; and
     `unseen` bytes (RunResult.wire_unseen) past an allowance. traced/events: whether the run recorded
     its trace, and its events (collectives' groups; see the module's notes); lone_most: per rank the
-    most its collectives on one-rank groups can be (None: the trace's word). [] when they agree."""
+    most its collectives on one-rank groups can be (None: the trace's word); backend: whose framing
+    (wire_framing.py); widest: the most bytes reduced per counted byte, 4 unless the caller knows the
+    run reduces no dtype the backend widens (then 1). [] when they agree."""
     problems = []
     if unseen is not None and unseen > UNSEEN_ALLOWANCE + sum(s for s, _ in wire) // 200:
         problems.append(f"{unseen} B crossed the network on connections opened and closed during the run, "
@@ -165,7 +171,7 @@ def disagreements(counters: list, wire: list[tuple[int, int]], unseen: int | Non
     lone = lone_collectives(events, p, lone_most) if traced else [None] * p
     total_least = total_seen = 0
     for rank, (c, (sent, received)) in enumerate(zip(counters, wire)):
-        least, most = rank_bounds(c, p, lone[rank])
+        least, most = rank_bounds(c, p, lone[rank], FRAMING[backend], widest)
         slack = closed if closed is not None else float("inf")
         short = [f"{least[k]:.0f} B {k}" for k, seen in (("sent", sent), ("received", received))
                  if seen + slack < least[k]]
