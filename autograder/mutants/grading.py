@@ -111,22 +111,31 @@ def grade_bug(session, bug: Bug, hidden_only: bool = False, stop_at_first_failur
 
 def catch_all(homework: str, bugs: list[Bug], sessions: int = 2) -> list[Verdict]:
     """CI's quick check: is each bug caught? `sessions` grading sessions (one zygote each) in threads
-    share the bugs; each bug runs its caught_by case alone first, then its task's hidden tests one
-    at a time until one loses points. Returns the verdicts in the order of `bugs`."""
+    take the bugs from one queue, in order, each the next one when it is free (a fixed split left one
+    session idle while the other graded a bug that waits out a deadline); each bug runs its caught_by
+    case alone first, then its task's hidden tests one at a time until one loses points. Returns the
+    verdicts in the order of `bugs`."""
     from autograder.session import GradingSession
     verdicts: dict[str, Verdict] = {}
     errors: list[BaseException] = []
+    queue = iter(list(bugs))
+    lock = threading.Lock()
 
-    def work(share: list[Bug]) -> None:
+    def next_bug() -> Bug | None:
+        with lock:
+            return None if errors else next(queue, None)
+
+    def work() -> None:
         try:
             with GradingSession(homework, quiet=True) as session:
-                for bug in share:
+                while (bug := next_bug()) is not None:
                     verdicts[bug.name] = grade_bug(session, bug, hidden_only=True, stop_at_first_failure=True,
                                                    hint_first=True)
         except BaseException as exc:  # noqa: BLE001 - reported by the caller
-            errors.append(exc)
+            with lock:
+                errors.append(exc)
 
-    threads = [threading.Thread(target=work, args=(bugs[k::sessions],)) for k in range(max(1, sessions))]
+    threads = [threading.Thread(target=work) for _ in range(max(1, min(sessions, len(bugs))))]
     for t in threads:
         t.start()
     for t in threads:
