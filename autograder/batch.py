@@ -44,6 +44,7 @@ from dataclasses import dataclass, field
 from autograder.collect import DEFAULT_LIMIT
 from autograder.devices import resolve_device
 from autograder.gradebook import write_gradebook
+from autograder.leftovers import end_on_sigterm
 from autograder.options import add_score_options, as_arguments, score_options
 from autograder.results import out_of
 from autograder.resume import digest, grading_key, previous_results, why_regrade
@@ -166,6 +167,7 @@ def main(argv=None) -> int:
     add_score_options(parser)                       # --deadline --limit --only --tests --device: in the resume key
     parser.add_argument("--shard", help=argparse.SUPPRESS)            # i/K: this worker's share
     args = parser.parse_args(argv)
+    end_on_sigterm()                                # a stopped worker closes its session: nothing is left
     options = score_options(args)
     try:
         resolve_device(args.device)                 # cuda without a GPU: said once, before any worker starts
@@ -185,7 +187,14 @@ def main(argv=None) -> int:
         base = [sys.executable, "-m", "autograder.batch", args.homework, args.folder, "--out", args.out,
                 "--jobs", str(args.jobs), *as_arguments(options)] + (["--force"] if args.force else [])
         procs = [subprocess.Popen(base + ["--shard", f"{i}/{args.workers}"]) for i in range(args.workers)]
-        failed = [p.wait() for p in procs]
+        try:
+            failed = [p.wait() for p in procs]
+        except KeyboardInterrupt:                   # Ctrl-C or SIGTERM: each worker closes its session
+            for p in procs:
+                p.terminate()
+            for p in procs:
+                p.wait()
+            raise
         if any(failed):
             print(f"batch: a worker failed (exit codes {failed}); run the same command again to resume",
                   file=sys.stderr)

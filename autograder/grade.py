@@ -26,6 +26,7 @@ import argparse
 import sys
 
 from autograder.collect import DEFAULT_LIMIT
+from autograder.leftovers import end_on_sigterm
 from autograder.options import add_score_options, score_options
 from autograder.results import out_of, write_results
 from autograder.session import DEFAULT_DEADLINE, MAX_RANK_OUTPUT, GradingSession  # noqa: F401 (re-exported)
@@ -76,6 +77,7 @@ def main(argv=None) -> int:
     parser.add_argument("--jobs", type=int, default=1,
                         help="test functions run at once (zygote runner only; default %(default)s)")
     args = parser.parse_args(argv)
+    end_on_sigterm()                                # a timeout's SIGTERM: the session closes, nothing is left
     try:
         results = grade(args.homework, args.submission, args.out, zygote=not args.no_zygote, quiet=args.quiet,
                         jobs=args.jobs, sandbox=not args.no_sandbox, namespaces=not args.no_namespaces,

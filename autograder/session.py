@@ -25,7 +25,7 @@ import sys
 import tempfile
 import time
 
-from autograder import isolate
+from autograder import isolate, leftovers
 from autograder.cgroups import FairShare
 from autograder.collect import DEFAULT_LIMIT, JOB_ENV, collect, default_suites, test_files
 from autograder.devices import describe_device, resolve_device, scale_limits, set_aside_gpu_tests
@@ -76,6 +76,8 @@ class GradingSession:
         self.kit = tempfile.mkdtemp(prefix="autograder-kit-")            # the grader's copy: stubs, hidden tests
         self.records = tempfile.mkdtemp(prefix="autograder-run-")        # records and outputs: root only
         self.outside = tempfile.mkdtemp(prefix="autograder-student-")    # the student kit and test scratch
+        leftovers.claim(self.records, [self.kit, self.outside])          # swept by a later session if killed
+        leftovers.sweep_dead()
         os.chmod(self.outside, 0o711)
         self.student_kit = os.path.join(self.outside, "kit")
         scratch_root = os.path.join(self.outside, "scratch")
