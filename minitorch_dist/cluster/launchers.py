@@ -87,9 +87,12 @@ def mpirun_argv(state: ClusterState, args: list, ranks_per_node: int | None = No
 def torchrun_argv(state: ClusterState, node_rank: int, args: list, port: int = 29500,
                   ranks_per_node: int | None = None) -> list:
     k = ranks_per_node or state.ranks_per_node
+    # torchrun's log folders go in the cluster's folder, which `down` removes (by default each torchrun
+    # makes a /tmp/torchelastic_* that nothing removes)
     return [_tool("torchrun"), "--nnodes", str(len(state.nodes)), "--nproc-per-node", str(k),
             "--node-rank", str(node_rank), "--rdzv-backend", "c10d", "--rdzv-endpoint",
-            f"{state.nodes[0].hostname}:{port}", "--rdzv-id", state.name, *args]
+            f"{state.nodes[0].hostname}:{port}", "--rdzv-id", state.name,
+            "--log-dir", os.path.join(state.folder, "torchrun", f"node{node_rank}"), *args]
 
 
 def _pump(stream, prefix: str, out, lock) -> None:

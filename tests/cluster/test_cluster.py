@@ -167,6 +167,9 @@ def test_torchrun_across_two_nodes_gloo_allreduce(make_cluster, tmp_path):
     assert all(v["sum"] == 1.0 and v["all_equal"] for v in r["ranks"])
     assert all(v["torch_sum"] == 1.0 and v["torch_all_equal"] for v in r["ranks"])
     assert tx_bytes(st, "node1") - sent > 200_000       # its 256 KB of the all-reduce crossed the link
+    logs = os.path.join(st.folder, "torchrun")           # torchrun's log folders: in the cluster's, not /tmp
+    assert sorted(os.listdir(logs)) == ["node0", "node1"] and all(os.listdir(os.path.join(logs, n)) for n in
+                                                                  ("node0", "node1")), os.listdir(logs)
 
 
 @pytest.mark.slow
