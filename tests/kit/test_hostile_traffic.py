@@ -338,12 +338,38 @@ def test_a_collective_claimed_on_a_one_rank_group_keeps_its_lower_bound(monkeypa
     monkeypatch.setenv(run_meter.VAR, "1")
     res = rank_runs.launch_for_tests(claimed_alone, 2, ([None],), collectives=True, trace=True)
     assert rank_runs.wire_problems(res, traced=True) is None              # the trace's word: it escapes
-    case = type("Case", (), {"kind": "claim", "describe": lambda self, p: f"claim(p={p})"})()
-    got = rank_runs.run_batched(claimed_alone, [case], 2, key=lambda c: c.kind, describe=lambda c, p: c.describe(p),
-                                check_wire=True, collectives=True, trace=True)
-    assert got[0][0] == "error" and "the kernel counted" in got[0][1], got
-    assert all(f"rank {r}'s counters say" in got[0][1] for r in range(2)), got[0][1]
-    honest = rank_runs.run_batched(claimed_alone, [case], 2, key=lambda c: c.kind, describe=lambda c, p: c.describe(p),
-                                   check_wire=True, collectives=True, trace=True,
-                                   lone=lambda c, p: [{"all_gather": (1, 10 ** 6)}] * p)
-    assert honest[0][0] == "ok", honest                  # a launch whose cases run it alone: exempt, as before
+    case = type("Case", (), {"kind": "claim"})()
+    def graded(**lone):
+        return rank_runs.run_batched(claimed_alone, [case], 2, key=lambda c: c.kind, describe=lambda c, p: "claim",
+                                     check_wire=True, collectives=True, trace=True, **lone)[0]
+    got = graded()
+    assert got[0] == "error" and all(f"rank {r}'s counters say" in got[1] for r in range(2)), got
+    assert graded(lone=lambda c, p: [{"all_gather": (1, 10 ** 6)}] * p)[0] == "ok"    # declared: exempt, as before
+
+
+def test_hsdp_verdict_takes_groups_from_the_case_and_the_trace_must_add_up():
+    """hw6_hybrid_checks on made-up reports (no launch): a correct step of one shard group of 3 passes; a
+    dense all-reduce traced as on the one-rank replica group, a collective left out of the trace, or one
+    traced on a group no correct run makes (whatever the report says it holds) fails."""
+    from assignments.hw6.tests.hw6_harness import Case, Outcome
+    from assignments.hw6.tests.hw6_hybrid_checks import hybrid_comm_problems
+    from assignments.hw6.tests.hw6_hybrid_groups import group_name, step_comm
+    case, p = Case("hsdp", "adamw", "tied", shard_size=3, steps=1), 3
+
+    def report(rank, extra=(), traced=True, lone_as=None):
+        comm = {op: [0, 0] for op in ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "p2p")}
+        events = []
+        for (op, members), (calls, nbytes) in [*step_comm(case, rank, p).items(), *extra]:
+            name = lone_as if lone_as and len(members) == 1 else group_name(members)
+            events += [[op, 0.0, 0.0, nbytes // calls, name]] * calls
+            comm[op] = [comm[op][0] + calls, comm[op][1] + nbytes]
+        return {"steps": [{"comm": comm, "events": events if traced else events[:-1]}],
+                "groups": {lone_as: [0]} if lone_as else {}}
+
+    def first_problem(rank0):
+        return hybrid_comm_problems(Outcome(case, p, "gloo", [rank0] + [report(r) for r in range(1, p)]))[0]
+
+    assert hybrid_comm_problems(Outcome(case, p, "gloo", [report(r) for r in range(p)])) == []
+    assert "group of one rank" in first_problem(report(0, [(("all_reduce", (0,)), [1, 4096])]))
+    assert "in the trace" in first_problem(report(0, traced=False))
+    assert "over ranks ['group[7]']" in first_problem(report(0, lone_as="group[7]"))
