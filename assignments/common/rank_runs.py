@@ -161,9 +161,8 @@ def run_batched(rank_fn, cases, p: int, key, describe, backend: str = "gloo", ne
     per_rank, counters) -> a problem or None then holds what its ranks reported against the run's
     counters (the ones the kernel bounded). lone(case, p) -> per rank {op: (calls, bytes)}: the most
     a correct run of the case puts on one-rank groups (default none: the trace's claims of more keep
-    the kernel's lower bound). widest: the most bytes the backend reduces per counted byte in these
-    cases (1 when they reduce no float16, bfloat16 or float8; default traffic_check.WIDEST), which the
-    kernel's upper bound on each all_reduce and reduce_scatter allows.
+    the kernel's lower bound). widest=1: the cases reduce no float16, bfloat16 or float8 (the upper
+    bound then allows 1x, not traffic_check.WIDEST times, each reduction's counted bytes).
     """
     if check_wire and apart is not None and backend in ("gloo", "mpi") and os.environ.get(KERNEL_TRAFFIC_VAR) == "1":
         return _run_traffic_apart(rank_fn, list(cases), p, key, describe, backend, network, leaked, inputs, apart,

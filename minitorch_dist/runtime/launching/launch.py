@@ -54,7 +54,8 @@ atexit.register(shutdown)
 def _get_pool(world_size: int, backend: str, start_method: str | None, fresh: bool, device) -> Pool:
     global _pool
     if _pool is not None and (fresh or not _pool.alive() or _pool.world_size != world_size
-                              or _pool.backend != backend or _pool.device != device or _pool.measured_differently()):
+                              or _pool.backend != backend or _pool.device != device
+                              or _pool.mpi_env not in (None, run_meter.mpi_env())):   # another measurement
         shutdown()
     if _pool is None:
         _pool = Pool(world_size, backend, start_method, device=device)

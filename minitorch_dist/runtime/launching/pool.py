@@ -64,7 +64,7 @@ class Pool:
         self.pids: list[int | None] = [None] * world_size
         self._procs: list = []
         self._mpiexec: subprocess.Popen | None = None
-        self._mpi_env: dict | None = None                # what mpiexec's environment got (run_meter.mpi_env)
+        self.mpi_env: dict | None = None                 # what mpiexec's environment got (run_meter.mpi_env)
         self._log = None
         self.host = host_link.host_address()
         self.plain = self.host is not None              # replies from untrusted ranks: plain data only
@@ -103,22 +103,17 @@ class Pool:
         import tempfile
 
         from ..observe.run_meter import mpi_env
-        self._mpi_env = mpi_env()
+        self.mpi_env = mpi_env()
         cmd = [_mpiexec(), "-n", str(self.world_size), sys.executable, "-m", "minitorch_dist.runtime.launching.worker",
                address[0], str(address[1]), json.dumps(spec)]
         if self.host:
             self._mpiexec = host_link.start_mpiexec(self.host, cmd, {"MINITORCH_DIST_AUTHKEY": self._authkey.hex(),
-                                                                     **self._mpi_env})
+                                                                     **self.mpi_env})
             return
         self._log = tempfile.TemporaryFile()
-        env = dict(os.environ, MINITORCH_DIST_AUTHKEY=self._authkey.hex(), **self._mpi_env)
+        env = dict(os.environ, MINITORCH_DIST_AUTHKEY=self._authkey.hex(), **self.mpi_env)
         self._mpiexec = subprocess.Popen(cmd, env=env, stdout=self._log, stderr=subprocess.STDOUT,
                                          stdin=subprocess.DEVNULL, start_new_session=True)
-
-    def measured_differently(self) -> bool:
-        """mpi ranks started for another measurement than now asked (over TCP or shared memory)."""
-        from ..observe.run_meter import mpi_env
-        return self._mpi_env is not None and self._mpi_env != mpi_env()
 
     def _startup_failure(self) -> str | None:
         for rank, p in enumerate(self._procs):
