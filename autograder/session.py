@@ -103,7 +103,7 @@ class GradingSession:
             env.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")     # c10d's hostname warnings in a network namespace
             env["MINITORCH_DIST_MAX_OUTPUT"] = str(MAX_RANK_OUTPUT)
             env["MINITORCH_DIST_MAX_REPLY"], env["MINITORCH_DIST_MAX_REPLIES"] = str(MAX_REPLY), str(MAX_REPLIES)
-            env["MINITORCH_DIST_KERNEL_TRAFFIC"] = "1"      # gloo runs: bytes between ranks as the kernel counts
+            env["MINITORCH_DIST_KERNEL_TRAFFIC"] = "1"      # gloo and mpi runs: bytes as the kernel counts
             env["AUTOGRADER_NETNS"] = "1" if sandbox and namespaces and is_root() else "0"
             self.share = FairShare.create() if sandbox else None
             self.runners.append(make_runner(self.kit, env, zygote=zygote, share=self.share))
@@ -225,13 +225,13 @@ class GradingSession:
 
 
 def traffic_layer() -> str:
-    """Whether gloo runs' counters are checked against the kernel's byte counts (the "traffic" layer)."""
+    """Whether gloo and mpi runs' counters are checked against the kernel's byte counts (the "traffic" layer)."""
     if not _kernel_traffic().available():
         return ("unavailable: the kernel does not answer sock_diag here, so traffic tests rest on the "
                 "runtime's counters, which rank code can rewrite (scan.py flags such code)")
-    return ("active: the bytes between rank processes of every gloo run, as the kernel counts them, bound "
-            "the runtime's counters, provided collectives included (homeworks 1, 2, 3 and 6; not MPI's shared "
-            "memory, not the sim; bytes per rank, not which algorithm moved them)")
+    return ("active: the bytes between rank processes of every gloo and mpi run (mpi over loopback TCP, not "
+            "shared memory), as the kernel counts them, bound the runtime's counters, provided collectives "
+            "included (every homework; not the sim; bytes per rank, not which algorithm moved them)")
 
 
 def _kernel_traffic():

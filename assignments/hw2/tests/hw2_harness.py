@@ -42,5 +42,5 @@ def try_launch(fn, p: int, args=(), backend: str = "gloo", network: SimNetwork |
     return rank_runs.try_launch(fn, p, args, backend, network, **HW2_LAUNCH)
 
 
-# check_wire: every gloo run's counters are bounded by the bytes the kernel counted (observe/traffic_check.py)
+# check_wire: every gloo and mpi run's counters are bounded by the bytes the kernel counted (observe/traffic_check.py)
 run_cases, Suite = case_suites.bind(run_cases_on_rank, make_inputs=make_inputs, check_wire=True, **HW2_LAUNCH)

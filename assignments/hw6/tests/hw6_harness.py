@@ -32,7 +32,7 @@ __all__ = ["Case", "Outcome", "run_cases", "Suite", "HW6_WIRE"]
 Outcome = case_suites.Outcome
 
 
-# check_wire: every gloo run's counters are bounded by the bytes the kernel counted (observe/traffic_check.py);
+# check_wire: every gloo and mpi run's counters are bounded by the bytes the kernel counted (observe/traffic_check.py);
 # what the trace puts on one-rank groups is exempt from the lower bound only up to what a correct run does
 # there (HSDP at shard_size 1 or p: hw6_hybrid_groups.lone_most), known here, not from the trace
 HW6_WIRE = {"check_wire": True, "lone": lone_most}
