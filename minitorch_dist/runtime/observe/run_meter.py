@@ -26,9 +26,10 @@ _FREED_GRACE, _FREED_STEP = 0.05, 0.005   # seconds done() waits, in steps, for 
 # MPICH (the kit's, from PyPI: ch4 with the ucx and ofi network modules) moves messages between ranks of
 # one machine through shared memory, which the kernel does not count. Measured, its ranks talk as if on
 # different nodes (MPIR_CVAR_NOLOCAL: no shared-memory module, no node-aware collectives) through
-# libfabric's tcp provider (the ucx module finds no route over a namespace's lone loopback), so every
-# byte between them crosses a TCP socket that sock_diag reads.
-MPI_OVER_TCP = {"MPIR_CVAR_NOLOCAL": "1", "MPIR_CVAR_CH4_NETMOD": "ofi", "FI_PROVIDER": "tcp"}
+# libfabric's tcp provider (the ucx module finds no route over a namespace's lone loopback), on loopback
+# only (else it listens on the machine's address), so every byte between them crosses a TCP socket
+# that sock_diag reads.
+MPI_OVER_TCP = {"MPIR_CVAR_NOLOCAL": "1", "MPIR_CVAR_CH4_NETMOD": "ofi", "FI_PROVIDER": "tcp", "FI_TCP_IFACE": "lo"}
 
 
 def wanted(backend: str) -> bool:
