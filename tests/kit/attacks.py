@@ -11,10 +11,12 @@ removing a canary file, and proves read access by printing the path it read.
 # fills in the kit's path (an attacker can guess it) and a port the test listens on.
 
 
-def attack(name: str, root: str = "", port: int = 9, ending: str = "return x") -> str:
-    """The snippet called `name`, filled in, then `ending` (the wrong answer it gives)."""
+def attack(name: str, root: str = "", port: int = 9, ending: str = "return x", stop: str = "") -> str:
+    """The snippet called `name`, filled in, then `ending` (the wrong answer it gives). stop: a file whose
+    existence ends SABOTAGE's loop early (the neighbour it attacks is done)."""
     snippet = globals()[name]
     code = snippet.replace("__ROOT__", repr(root)).replace("__PORT__", str(port)).replace("__NAME__", repr(name))
+    code = code.replace("__STOP__", repr(stop))
     return code + ending + "\n"
 
 PRELUDE = '''
@@ -199,7 +201,7 @@ _say("DONE", __NAME__)
 SABOTAGE = PRELUDE + '''
 _mine = _o.getcwd()
 _end = _t.time() + 10
-while _t.time() < _end:
+while _t.time() < _end and not (__STOP__ and _o.path.exists(__STOP__)):
     for _p in _g.glob("/tmp/autograder-*/**/*.py", recursive=True):
         if _p.startswith(_mine):
             continue

@@ -18,6 +18,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 
 import pytest
@@ -238,21 +239,30 @@ def test_an_output_flood_is_cut_and_said(tmp_path):
 
 def test_a_concurrent_grading_cannot_be_sabotaged(tmp_path):
     """A correct submission graded beside a hostile one (on the same machine, at the same time)
-    keeps full marks; the hostile one tries to edit every kit copy and to reach every open port."""
-    sub = hostile(tmp_path, naive=attack("SABOTAGE", ROOT), ring=attack("SABOTAGE", ROOT),
-                  broadcast=attack("SABOTAGE", ROOT))
+    keeps full marks; the hostile one tries to edit every kit copy and to reach every open port, in
+    every case, for up to 10 s each, until the neighbour's grading is over (a file it can see says so)."""
+    signal_dir = tempfile.mkdtemp(prefix="neighbour-")
+    os.chmod(signal_dir, 0o755)
+    done = os.path.join(signal_dir, "done")
+    sabotage = attack("SABOTAGE", ROOT, stop=done)
+    sub = hostile(tmp_path, naive=sabotage, ring=sabotage, broadcast=sabotage)
     cmd = [sys.executable, "-m", "autograder.grade", "hw1"]
     tail = ["--tests", SUITE[0][0], "--quiet"]
     victim = subprocess.Popen(cmd + ["solutions", "--out", str(tmp_path / "victim.json")] + tail, cwd=ROOT,
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     attacker = subprocess.Popen(cmd + [sub, "--out", str(tmp_path / "attacker.json")] + tail, cwd=ROOT,
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    victim_out, _ = victim.communicate(timeout=600)
-    attacker_out, _ = attacker.communicate(timeout=600)
+    try:
+        victim_out, _ = victim.communicate(timeout=600)
+        open(done, "w").close()
+        attacker_out, _ = attacker.communicate(timeout=600)
+    finally:
+        shutil.rmtree(signal_dir, ignore_errors=True)
     assert "TOTAL hw1 solutions: 4.00 / 4" in victim_out, victim_out
     results = json.loads((tmp_path / "attacker.json").read_text())
     victim_results = json.loads((tmp_path / "victim.json").read_text())
     assert results["score"] == 0
+    assert "ATTACK-DONE: SABOTAGE" in all_outputs(results), all_outputs(results)[-2000:]
     assert not SUCCESS.findall(all_outputs(results))
     assert sandboxed_processes(uids_of(results, victim_results)) == []
     assert not uids_of(results) & uids_of(victim_results), "two gradings shared a sandbox uid"
