@@ -294,7 +294,10 @@ PER_STEP = {"hook": ("hw3", "ddp_hooks.py", [("compression_hook", HOOK_GATHERS_D
                    r"HW2 2\.1 .*: test_parameter_server_moves_everything_through_rank_0$", 0.0),
             "zero": ("hw6", "zero.py", [("reduce_gradients", ZERO_GATHERS_DENSE, "6.1")], r"HW6 6\.1 .*: test_zero1$", 0.0),
             "hsdp": ("hw6", "hybrid.py", [("reduce_gradient", HSDP_REDUCES_DENSE, "6.6")],
-                     r"HW6 6\.6 .*: test_hsdp_two_shard_groups_of_two$", 0.0)}
+                     r"HW6 6\.6 .*: test_hsdp_two_shard_groups_of_two$", 0.0),
+            # the public test (graded too): its harness was bound by the launch's totals only (1 of 1 then)
+            "hsdp_public": ("hw6", "hybrid.py", [("reduce_gradient", HSDP_REDUCES_DENSE, "6.6")],
+                            r"HW6 6\.6 .*: test_hybrid_sharding_2x2$", 0.0)}
 
 
 @pytest.mark.parametrize("name", PER_STEP)

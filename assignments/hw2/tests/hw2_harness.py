@@ -14,7 +14,8 @@ against a single-process reference or a closed form computed from those inputs.
 
 Files: hw2_setup.py (cases, models, data, the reference run), hw2_inputs.py (every rank's input,
 from the secret), hw2_ranks.py (rank code), this file
-(launching, suites), hw2_checks.py (the verdict), assignments/common/rank_runs.py and case_suites.py
+(launching, suites), hw2_step_traffic.py (the suites whose steps' traffic a grading holds to the kernel),
+hw2_checks.py (the verdict), assignments/common/rank_runs.py and case_suites.py
 (batched launches, the stub memo, the judge; shared with homework 1). They are modules of the
 package `assignments`, imported by full name (assignments.hw2.tests.hw2_ranks): rank functions are
 pickled by reference, and a rank imports them from the kit root. A case that raises on a rank

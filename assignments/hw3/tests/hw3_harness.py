@@ -13,7 +13,8 @@ in the grading process (hw3_checks.py) from the kept inputs.
 
 Files: hw3_setup.py (input families, payload sizes, the HalfGrid compressor the error-feedback test
 uses), hw3_inputs.py (every rank's input, from the secret), hw3_ranks.py (rank code), this file
-(launching, suites), hw3_checks.py (the verdict), assignments/common/rank_runs.py and
+(launching, suites), hw3_step_traffic.py (the suites whose traffic a grading holds to the kernel, case
+by case), hw3_checks.py (the verdict), assignments/common/rank_runs.py and
 case_suites.py (batched launches, the stub memo, the judge; shared by every homework). They are modules of the package `assignments`, imported by full name
 (assignments.hw3.tests.hw3_ranks): rank functions are pickled by reference, and a rank imports them
 from the kit root. A stub's NotImplementedError is remembered per kind of case: that kind's later

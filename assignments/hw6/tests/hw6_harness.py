@@ -13,7 +13,8 @@ tracker's figures and the times around each block (hw6_ranks.py); the verdict is
 grading process (hw6_checks.py) against a single-process run on the same batches and closed forms.
 
 Files: hw6_setup.py (model, data, optimizers, the reference run), hw6_inputs.py (what each rank
-trains on, from the secret), hw6_ranks.py (rank code), this file, hw6_checks.py (the verdict),
+trains on, from the secret), hw6_ranks.py (rank code), this file, hw6_step_traffic.py (the suites whose steps' traffic a
+grading holds to the kernel), hw6_checks.py (the verdict),
 assignments/common (batched launches, the stub memo, the judge).
 """
 

@@ -13,8 +13,9 @@ import pytest
 
 from assignments.hw6.tests.hw6_checks import (checkpoint_problems, comm_problems, judge, memory_problems,
                                               prefetch_problems, result_problems)
-from assignments.hw6.tests.hw6_harness import Case, Suite
+from assignments.hw6.tests.hw6_harness import Case
 from assignments.hw6.tests.hw6_hybrid_checks import hybrid_comm_problems
+from assignments.hw6.tests.hw6_step_traffic import StepSuite
 
 
 def public_cases(p: int) -> list[Case]:
@@ -22,8 +23,10 @@ def public_cases(p: int) -> list[Case]:
             Case("fsdp", checkpoint=True), Case("fsdp", mixed=True, dtype="float32", optim="sgd", steps=2)]
 
 
-PUBLIC = Suite(public_cases)
-HYBRID = Suite(lambda p: [Case("hsdp", shard_size=2)])                # 4 ranks: 2 shard groups of 2
+# each step's collectives are scored: in a grading each case runs alone, held to its run's counters
+# (hw6_step_traffic.py); your own runs launch each suite once per world size
+PUBLIC = StepSuite(public_cases)
+HYBRID = StepSuite(lambda p: [Case("hsdp", shard_size=2)])                # 4 ranks: 2 shard groups of 2
 CHECKS = (result_problems, comm_problems, memory_problems)
 
 
