@@ -1,10 +1,12 @@
-"""A hostile submission against the traffic of an mpi run. MPICH's ranks on one machine talk through
+"""A hostile submission against the traffic of a bucketed DDP, on mpi and on gloo. MPICH's ranks on one machine talk through
 shared memory, which the kernel does not count; in a grading they talk over TCP instead
 (run_meter.MPI_OVER_TCP), and their counters are held to the bytes the kernel counted as gloo's are.
 
 Homework 2's BucketedDDP all-reduces every gradient a second time after the real synchronisation, and
 takes each extra call out of group.counters and the trace: right values, the counters and the steps'
-snapshots of a correct bucketed DDP, twice the bytes on the wire.
+snapshots of a correct bucketed DDP, twice the bytes on the wire. On gloo the same code took 9 of 9 on
+test_ddp_how_gradients_are_averaged while the kernel's upper bound allowed 4x a reduction's bytes (a
+widened dtype); homework 2's step suites reduce float32 only and say so (widest=1).
 """
 
 import json
@@ -54,4 +56,20 @@ def test_a_bucketed_ddp_on_mpi_that_hides_a_second_all_reduce_scores_only_the_re
     rubric = [s for n, s in scores.items() if n.startswith("HW2 2.4 ") and n.endswith("every case of the task passes")]
     assert rubric == [0], scores
     assert json.loads(out.read_text())["score"] == results["score"]
+    check_nothing_left(results)
+
+
+def test_the_same_on_gloo_loses_the_bucketed_cases_and_the_rubric_entry(tmp_path):
+    """test_ddp_how_gradients_are_averaged (2.2-2.4): the all-reduce and overlapped versions' cases keep
+    their points (6 of 9), the bucketed ones fail with the kernel's count, and 2.4's rubric entry is 0.
+    One grading of one test (about 10 s)."""
+    forged = in_function("finish_gradient_synchronization", REDUCES_TWICE, "HW2", "2.4")
+    sub = make_submission(tmp_path / "twice", {"bucketed.py": forged}, homework="hw2")
+    results = run(sub, "hw2", only=r"HW2 2\.2-2\.4: test_ddp_how_gradients_are_averaged$", jobs=2)
+    how = by_name(results)["test_ddp_how_gradients_are_averaged"]
+    assert "the kernel counted" in how["output"] and "bucketed(" in how["output"], how["output"][-2000:]
+    assert how["score"] == pytest.approx(how["max_score"] * 2 / 3), how["output"][-2000:]
+    scores = {t["name"]: t["score"] for t in results["tests"]}
+    rubric = [s for n, s in scores.items() if n.startswith("HW2 2.4 ") and n.endswith("every case of the task passes")]
+    assert rubric == [0], scores
     check_nothing_left(results)
