@@ -8,8 +8,10 @@ and check order, values, counts and trace events.
 
 from __future__ import annotations
 
+import pytest
 import torch
 
+from minitorch_dist.runtime.errors import RankError
 from minitorch_dist.runtime.sim import SimNetwork, run_sim
 
 
@@ -90,3 +92,51 @@ def test_fast_path_counts_every_call_and_drops_events_past_the_limit():
         assert all(e.peer == (r + 1) % p and e.nbytes == 32 and e.group == "world" for e in es)
         assert all(e.start <= e.end for e in es)
         assert all(a.end <= b.start for a, b in zip(es, es[1:]))   # one step after another
+
+
+def _express_into(group, kind):
+    """A ring of three: rank 1 finds rank 0's message queued and nobody waiting on its own send
+    (sendrecv.py's express block), and receives [1, 1, 1] into a buffer of `kind`."""
+    r, p = group.rank, group.size
+    send, peer, left = torch.full((3,), float(r == 0)), (r + 1) % p, (r - 1) % p
+    if r == 1 and kind == "neg send":           # rank 2 must get -1s, not the raw bytes' +1s
+        send = torch._neg_view(torch.ones(3))   # contiguous, negation bit set
+    if r != 1 or kind == "neg send":
+        y = torch.empty(3)
+        group.sendrecv(send, peer, y, left)
+        return y.tolist()
+    if kind == "inference":                     # made in inference mode, written outside it
+        with torch.inference_mode():
+            buf = torch.zeros(3)
+        group.sendrecv(send, peer, buf, left)
+        return buf.tolist()
+    if kind == "inference inside":
+        with torch.inference_mode():
+            buf = torch.zeros(3)
+            group.sendrecv(send, peer, buf, left)
+        return buf.tolist()
+    if kind == "neg":                           # a view with the negation bit: raw bytes would be wrong
+        z = torch.zeros(3, dtype=torch.complex64)
+        buf = z.conj().imag
+        group.sendrecv(send, peer, buf, left)
+        return buf.tolist() + z.imag.tolist()
+    w = torch.ones(3, requires_grad=True)       # "requires grad": a buffer autograd saved
+    buf = w * 1.0
+    loss = (buf * buf).sum()
+    version = buf._version
+    group.sendrecv(send, peer, buf, left)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        loss.backward()
+    return buf.tolist() + [buf._version - version]
+
+
+def test_the_express_block_receives_as_copy_would():
+    """Buffers the raw copy must not write or read (inference, negation bit) take the torch copy; one
+    that requires grad gets the bytes and the version bump copy_ would give it."""
+    assert run_sim(_express_into, 3, args=("inference inside",))[1] == [1.0] * 3
+    assert run_sim(_express_into, 3, args=("neg",))[1] == [1.0] * 3 + [-1.0] * 3
+    assert run_sim(_express_into, 3, args=("neg send",))[2] == [-1.0] * 3
+    assert run_sim(_express_into, 3, args=("requires grad",))[1] == [1.0] * 3 + [1]
+    with pytest.raises(RankError, match="Inplace update to inference tensor outside InferenceMode") as info:
+        run_sim(_express_into, 3, args=("inference",))
+    assert info.value.rank == 1

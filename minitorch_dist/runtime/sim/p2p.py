@@ -92,12 +92,13 @@ class RecvWork(_P2PWork):
 
 class EagerCopy:
     """An eager message that sendrecv.py's fast path queued as a tuple (raw bytes, dtype, shape,
-    arrival), as _transfer reads a SendWork: already on its way, nobody waiting on its send."""
+    arrival, ctypes array type), as _transfer reads a SendWork: already on its way, nobody
+    waiting on its send."""
 
     __slots__ = ("tensor", "dtype", "shape", "arrival")
     eager, waiter, op = True, None, "sendrecv"
 
-    def __init__(self, data: bytes, dtype: torch.dtype, shape, arrival: float):
+    def __init__(self, data: bytes, dtype: torch.dtype, shape, arrival: float, array=None):
         self.tensor, self.dtype, self.shape, self.arrival = data, dtype, shape, arrival
 
 

@@ -12,28 +12,39 @@ both directions and the peer's receive port, looked up once (p2p.py keeps a chan
 deque once made, so the table's deques stay the scheduler's).
 
 The usual case, both directions complete at once, is tested first and done in one
-straight run (no staging, no Work, each check once): the "express" block. Where the time
-goes (p = 1024 ring all-reduce, n = 1024 float32, 2.1 million calls, one thread hand-off
-per 64 calls; callgrind and timings, 2026-11): about 2.2 us a call, ~33k machine
-instructions, of which the interpreter's own ~13k (the ~250 bytecodes of this path and
-Group.sendrecv's), the tensor checks ~0.55 us (is_neg() and is_inference() are torch
-methods that release and retake the GIL: ~65 ns each, twice the getters), the two raw
-copies and the version bump ~0.5 us, counting ~0.15 us. A thread hand-off costs ~10-30 us
-of CPU (32k of them: 3-10% of the run). The ring code itself is ~1.8 us a step.
+straight run (no staging, no Work, each check once): the "express" block. It keeps the
+channel of the last call (a ring makes every call on one), and its message carries the
+ctypes array type the receive copies with. A receive buffer that requires grad takes the
+raw copy too (copy_ into it would go through detach() and bump the same version counter);
+an inference tensor is told apart by its _version, which raises (cheaper than
+is_inference()), and takes the general path's copy_, with copy_'s error outside
+inference mode (tests/runtime/test_sim_channels.py).
 
-Ablations (p = 512, the same run with parts of this path cut out, CPU over the floor per
-call, 2026-11-27): 3.4 us in all; without Group.sendrecv's checks 0.26 us less, without
-the tensor checks 0.68 us less, without the copies and version bump 0.78 us less, without
-counting 0.17 us less; what is left, 1.4 us, is 0.7 us for a bare exchange (deques
-only: the calls, the hand-offs, 512 ranks' working sets interleaved) and 0.7 us for
-clocks, ports and the rest of this path. So the 2x target (runtime <= ring code, 1.8 us)
-would need checks, copies, timing and counting at ~0.9 us together: 3x cheaper than
-these torch getters and ctypes copies allow. Cheaper spellings of the checks (_version
-for is_inference, no set lookup for a dtype seen) and fewer hand-offs (MAX_IN_FLIGHT
-1024: 3k instead of 32k at p = 1024) measured within noise. Left: a compiled hot path.
+Where the time goes (p = 512 and 1024 ring all-reduce, n = 1024 float32, 2026-11-27;
+callgrind counts of this path alone, and CPU over the floor in interleaved runs): the ring
+code itself is ~1.85 us a step; the runtime 3.1-3.4 us a call, of which
+- this path, alone in a loop: ~27k machine instructions (~31k before the changes above),
+  2.0-2.3 us with Group.sendrecv's argument checks and call (~0.2 us). The torch getters
+  are ~7.3k of them: is_neg() twice ~1.4k (it releases and retakes the GIL), shape twice
+  ~1.0k, is_contiguous() twice ~0.9k, the version bump ~0.86k, data_ptr() twice ~0.7k,
+  dtype/layout/is_cpu ~1.5k, _version ~0.3k; the two ctypes copies ~1.2k; the rest is the
+  interpreter (~400 bytecodes with Group.sendrecv's) and allocation. Every check stays: each one either guards the raw copy
+  (device, layout, negation bit, contiguity) or gives the student copy_'s or
+  MessageMismatchError's answer (dtype, shape, inference);
+- running 512-1024 ranks interleaved, ~1 us more a call: a thread hand-off costs ~22-24 us
+  of CPU with the cache refills it brings (at p = 512, a sendrecv that does nothing but
+  yield every 16 or 64 calls costs 2.1-2.3 or 1.0 us a call over the floor, 0.65-0.75 us
+  when each rank runs through), i.e. ~0.35 us a call at one hand-off per 64 calls; the
+  rest is the ranks' working sets (chunk tables, buffers, messages) read back cold, the
+  threads' start, and the collector.
+So the 2x target (runtime <= ring code) is not within a Python path that keeps these
+checks. MAX_IN_FLIGHT (p2p.py) sets the hand-offs, but it also sets the order in which
+ranks book contended ports, so raising it could change simulated times: kept at 64.
+OS threads stay (network.py's module doc says why not greenlets): their switch is only part
+of a hand-off's cost, the cache refill stays either way.
 
-The eager message this path sends is a plain tuple on the channel's queue,
-(raw bytes, dtype, shape, arrival time), not a SendWork: nobody can wait on it (the
+The eager message this path sends is a plain tuple on the channel's queue, (raw bytes,
+dtype, shape, arrival time, ctypes array type), not a SendWork: nobody can wait on it (the
 sender is done with it at once), and a tuple costs a tenth of an object. The fast
 receive takes such tuples; post_recv takes them too (p2p.py, EagerCopy).
 
@@ -55,6 +66,7 @@ from .payloads import MAX_RAW, RAW_DTYPES, array_of, arrays, increment_version
 from .ports import book_after, book_transfer
 
 Tensor, strided = torch.Tensor, torch.strided
+_NONE = (None, None, None, None, None)   # unpacks as a message that matches no tensor
 
 
 def fast_sendrecv(backend):
@@ -82,28 +94,38 @@ def fast_sendrecv(backend):
                                             recv_port.ends, slots[src_w])
         return channel
 
+    last = (None, None, None, None)     # (dst, src, tag, channel) of the last call: a ring's every call
+    sizes = (0, None)                   # (nbytes, ctypes array type) of the last raw-copied send
+
     def sendrecv(send_tensor: torch.Tensor, dst: int, recv_tensor: torch.Tensor, src: int, tag: int,
                  site) -> torch.Tensor:
         """Group.sendrecv(send_tensor, dst, recv_tensor, src, tag) on sim, arguments already checked.
 
         `site` (backend.SendrecvSite) gives the Group's recorder, its blocking wait and its name."""
-        channel = channels.get((dst, src, tag)) or open_channel(dst, src, tag)
+        nonlocal last, sizes
+        ldst, lsrc, ltag, channel = last
+        if dst != ldst or src != lsrc or tag != ltag:
+            channel = channels.get((dst, src, tag)) or open_channel(dst, src, tag)
+            last = (dst, src, tag, channel)
         inbox = channel[2]
-        if inbox and recv_tensor.is_contiguous() and send_tensor.is_contiguous():
-            message = inbox[0]
-            if type(message) is tuple:
-                data, dtype, shape, recv_end = message
-                sent = send_tensor.nbytes
+        if inbox:
+            data, dtype, shape, recv_end, array = inbox[0] if type(inbox[0]) is tuple else _NONE
+            sent = send_tensor.nbytes
+            try:                            # reading _version raises for an inference tensor (cheaper
+                express = (                 # than is_inference()): it takes the general path's copy_
+                    recv_tensor.dtype is dtype and recv_tensor.shape == shape and recv_tensor.is_contiguous()
+                    and send_tensor.is_contiguous() and recv_tensor.is_cpu and send_tensor.is_cpu
+                    and recv_tensor.layout is strided and send_tensor.layout is strided
+                    and not recv_tensor.is_neg() and not send_tensor.is_neg() and 0 < sent <= raw_limit
+                    and recv_tensor._version >= 0 and not channel[4])
+            except RuntimeError:
+                express = False
+            if express:
                 sdtype = send_tensor.dtype
-                if (recv_tensor.dtype is dtype and recv_tensor.shape == shape and recv_tensor.is_cpu
-                        and not recv_tensor.requires_grad and recv_tensor.layout is strided
-                        and not recv_tensor.is_neg() and not recv_tensor.is_inference()
-                        and 0 < sent <= raw_limit and sdtype in RAW_DTYPES and send_tensor.is_cpu
-                        and send_tensor.layout is strided and not send_tensor.is_neg() and not channel[4]):
+                if sdtype in RAW_DTYPES:
                     inbox.popleft()
                     channel[7].in_flight -= 1
-                    n = len(data)
-                    (arrays.get(n) or array_of(n)).from_address(recv_tensor.data_ptr()).raw = data
+                    array.from_address(recv_tensor.data_ptr()).raw = data
                     increment_version((recv_tensor,))
                     posted = slot.clock
                     if posted > recv_end:
@@ -112,26 +134,29 @@ def fast_sendrecv(backend):
                     # message starts when posted, extends the send port's last busy interval and
                     # follows the receive port's (ports.book_after)
                     duration = alpha + sent * beta
-                    recv_port = channel[5]
                     recv_ends = channel[6]
                     if duration > 0 and send_ends and send_ends[-1] == posted and recv_ends:
-                        last = recv_ends[-1]
-                        if last == posted:
+                        last_end = recv_ends[-1]
+                        if last_end == posted:
                             send_ends[-1] = recv_ends[-1] = end = posted + duration
-                        elif last < posted:
+                        elif last_end < posted:
                             send_ends[-1] = end = posted + duration
-                            book_after(recv_port, posted, end, horizon)
+                            book_after(channel[5], posted, end, horizon)
                         else:
-                            end = book_transfer(send_port, recv_port, posted, duration, horizon) + duration
+                            end = book_transfer(send_port, channel[5], posted, duration, horizon) + duration
                     else:
-                        end = book_transfer(send_port, recv_port, posted, duration, horizon) + duration
-                    channel[3].append(((arrays.get(sent) or array_of(sent)).from_address(send_tensor.data_ptr()).raw,
-                                       sdtype, send_tensor.shape, end))
+                        end = book_transfer(send_port, channel[5], posted, duration, horizon) + duration
+                    if sizes[0] != sent:
+                        sizes = (sent, array_of(sent))
+                    array = sizes[1]
+                    channel[3].append((array.from_address(send_tensor.data_ptr()).raw, sdtype,
+                                       send_tensor.shape, end, array))
                     slot.in_flight += 1
                     if slot.in_flight > MAX_IN_FLIGHT:
                         yield_turn(me)
                     recorder = site.recorder
                     count = recorder.counters.by_op.get("sendrecv")
+                    n = len(data)
                     if count is None:
                         recorder.count("sendrecv", sent=1, recv=1, bytes_sent=sent, bytes_recv=n)
                     else:
@@ -158,7 +183,7 @@ def fast_sendrecv(backend):
         # the receive (post_recv + _transfer for an eager message of this path that is already here)
         rwork = None
         if inbox and type(inbox[0]) is tuple:
-            data, dtype, shape, recv_end = inbox[0]
+            data, dtype, shape, recv_end, array = inbox[0]
             # payloads.write's test, cheapest first (dtypes are singletons: `is` is ==)
             if (buffer.dtype is dtype and type(buffer) is Tensor and buffer.is_cpu
                     and buffer.shape == shape and not buffer.requires_grad and buffer.layout is strided
@@ -166,8 +191,7 @@ def fast_sendrecv(backend):
                 inbox.popleft()
                 src_slot.in_flight -= 1
                 # payloads.write, inlined: the buffer is contiguous (it is recv_tensor or staging)
-                n = len(data)
-                (arrays.get(n) or array_of(n)).from_address(buffer.data_ptr()).raw = data
+                array.from_address(buffer.data_ptr()).raw = data
                 increment_version((buffer,))
                 if posted > recv_end:       # the receive ends at max(posted, arrival)
                     recv_end = posted
@@ -186,8 +210,8 @@ def fast_sendrecv(backend):
             duration = alpha + sent * beta
             end = book_transfer(send_port, recv_port, posted, duration, horizon) + duration
             # payloads.snapshot, inlined: the payload is contiguous (Group made it so)
-            message = ((arrays.get(sent) or array_of(sent)).from_address(payload.data_ptr()).raw,
-                       dtype, payload.shape, end)
+            array = arrays.get(sent) or array_of(sent)
+            message = (array.from_address(payload.data_ptr()).raw, dtype, payload.shape, end, array)
             outbox.append(message)
             slot.in_flight += 1
             if slot.in_flight > MAX_IN_FLIGHT:  # far ahead of its receivers: let them catch up
