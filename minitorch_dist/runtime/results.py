@@ -13,7 +13,8 @@ class RunResult(list):
     sim_time:  simulated seconds of the run (the largest rank clock) on sim, else None
     wall_time: seconds the run took in the caller
     wire:      per rank (bytes sent to other ranks, bytes received from them) as the kernel counted
-               them (observe/kernel_traffic.py: gloo with MINITORCH_DIST_KERNEL_TRAFFIC=1), else None;
+               them (observe/kernel_traffic.py: gloo, and mpi over TCP, with MINITORCH_DIST_KERNEL_TRAFFIC=1),
+               else None;
                unlike the counters, rank code cannot write it
     """
 
