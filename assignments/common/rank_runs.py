@@ -32,12 +32,12 @@ import traceback
 import torch
 
 from assignments.common.rank_inputs import for_ranks
+from assignments.common.wire_checks import lone_allowance, wire_problems  # noqa: F401 (wire_problems re-exported)
 from assignments.common.verdicts import (MAX_SHOWN, STUB, fail, judge, only_stub_errors,  # noqa: F401 (re-exported)
                                          select_tasks, selected, selected_tasks)
 from minitorch_dist import LaunchError, PeerFailedError, RankError, SimNetwork, launch, shutdown
 from minitorch_dist.runtime.launching.plain import plain_record
 from minitorch_dist.runtime.observe.run_meter import VAR as KERNEL_TRAFFIC_VAR
-from minitorch_dist.runtime.observe.traffic_check import WIDEST, disagreements
 
 DEFAULT_DEADLINE = 10.0    # seconds a blocking op may wait (MINITORCH_DIST_DEADLINE overrides it)
 RUN_TIMEOUT = 180.0        # wall-clock limit of one launch (gloo/mpi), for code stuck outside comm ops
@@ -247,35 +247,6 @@ def _run_traffic_apart(rank_fn, cases, p, key, describe, backend, network, leake
                 o = ("error", problem) if problem else o
             out[i] = o
     return out
-
-
-def lone_allowance(cases, p: int, lone=None) -> list[dict]:
-    """Per rank {op: (calls, bytes)}: the most `cases`, run in one launch, do on one-rank groups (lone)."""
-    most = [{} for _ in range(p)]
-    for case in (cases if lone is not None else ()):
-        for mine, add in zip(most, lone(case, p)):
-            for op, (calls, nbytes) in add.items():
-                c = mine.get(op, (0, 0))
-                mine[op] = (c[0] + calls, c[1] + nbytes)
-    return most
-
-
-def wire_problems(result, traced: bool = False, lone_most=None, widest=None) -> str | None:
-    """The run's counters against the bytes the kernel counted between its rank processes
-    (RunResult.wire: gloo and mpi, when measured): why they cannot both be true, or None. traced: the
-    run recorded its trace (launch(trace=True)), whose groups tell which collectives ran on one rank, up
-    to lone_most; widest: see run_batched (traffic_check.disagreements)."""
-    if getattr(result, "wire", None) is None:
-        return None
-    problems = disagreements(result.counters, result.wire, traced=traced,   # wire_unseen: not yet (README)
-                             events=result.events if traced else None, lone_most=lone_most,
-                             backend=result.backend, widest=widest or WIDEST)
-    if not problems:
-        return None
-    return ("the messages counted in the rank processes (group.counters) disagree with the bytes the "
-            "kernel counted between them:\n  " + "\n  ".join(problems) +
-            "\nCommunicate only through `group` and leave its counters alone: the grader measures traffic "
-            "outside your processes.")
 
 
 def _run_apart(rank_fn, cases, pending, out, p, key, describe, backend, network, leaked, err, options,
