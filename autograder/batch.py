@@ -154,6 +154,11 @@ def grade_all(homework: str, subs: list[Submission], out: str, jobs: int = 2, on
 
 
 def main(argv=None) -> int:
+    with end_on_sigterm():                          # a stopped worker closes its session: nothing is left
+        return _main(argv)
+
+
+def _main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("homework")
     parser.add_argument("folder", help="a Gradescope export, an nbgrader course (or its submitted/), or zips")
@@ -167,7 +172,6 @@ def main(argv=None) -> int:
     add_score_options(parser)                       # --deadline --limit --only --tests --device: in the resume key
     parser.add_argument("--shard", help=argparse.SUPPRESS)            # i/K: this worker's share
     args = parser.parse_args(argv)
-    end_on_sigterm()                                # a stopped worker closes its session: nothing is left
     options = score_options(args)
     try:
         resolve_device(args.device)                 # cuda without a GPU: said once, before any worker starts

@@ -77,11 +77,11 @@ def main(argv=None) -> int:
     parser.add_argument("--jobs", type=int, default=1,
                         help="test functions run at once (zygote runner only; default %(default)s)")
     args = parser.parse_args(argv)
-    end_on_sigterm()                                # a timeout's SIGTERM: the session closes, nothing is left
     try:
-        results = grade(args.homework, args.submission, args.out, zygote=not args.no_zygote, quiet=args.quiet,
-                        jobs=args.jobs, sandbox=not args.no_sandbox, namespaces=not args.no_namespaces,
-                        **score_options(args))
+        with end_on_sigterm():                      # a timeout's SIGTERM: the session closes, nothing is left
+            results = grade(args.homework, args.submission, args.out, zygote=not args.no_zygote, quiet=args.quiet,
+                            jobs=args.jobs, sandbox=not args.no_sandbox, namespaces=not args.no_namespaces,
+                            **score_options(args))
     except ValueError as exc:
         print(f"autograder: {exc}", file=sys.stderr)
         return 2

@@ -12,11 +12,13 @@ on Ctrl-C (`end_on_sigterm`): the session's close() runs and nothing is left.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 import signal
 import tempfile
+import threading
 
 OWNER = "owner.json"            # in the records folder
 PREFIX = "autograder-"
@@ -85,13 +87,26 @@ def sweep_dead(root: str | None = None) -> list[str]:
     return removed
 
 
-def end_on_sigterm() -> None:
-    """SIGTERM and SIGHUP end the grader as Ctrl-C does (KeyboardInterrupt): the running session's
-    close() removes its folders and every process. A second signal during that close is ignored."""
+@contextlib.contextmanager
+def end_on_sigterm():
+    """While in this block, SIGTERM and SIGHUP end the grader as Ctrl-C does (KeyboardInterrupt): the
+    running session's close() removes its folders and every process. A second signal during that close
+    is ignored. The handlers before it are put back at its end (a test may call a main() in-process)."""
+    signals = (signal.SIGTERM, signal.SIGHUP)
+    if threading.current_thread() is not threading.main_thread():
+        yield                           # handlers can only be set in the main thread
+        return
+    before = {sig: signal.getsignal(sig) for sig in signals}
+
     def stop(signum, frame):
-        for sig in (signal.SIGTERM, signal.SIGHUP):
+        for sig in signals:
             signal.signal(sig, signal.SIG_IGN)
         raise KeyboardInterrupt(f"stopped by {signal.Signals(signum).name}")
 
-    for sig in (signal.SIGTERM, signal.SIGHUP):
+    for sig in signals:
         signal.signal(sig, stop)
+    try:
+        yield
+    finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)

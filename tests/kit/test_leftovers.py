@@ -118,3 +118,15 @@ def _running(pid: int) -> bool:
         return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
     except psutil.Error:
         return False
+
+
+def test_sigterm_interrupts_inside_the_block_and_the_handlers_are_put_back():
+    """A main() called in-process (the kit's tests do) leaves this process's SIGTERM and SIGHUP as they were,
+    also after the signal came (inside, the handler ignores a second one while the session closes)."""
+    before = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    with pytest.raises(KeyboardInterrupt, match="SIGTERM"):
+        with leftovers.end_on_sigterm():
+            assert signal.getsignal(signal.SIGTERM) is not before[signal.SIGTERM]
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(5)                               # the handler raises here, at once
+    assert {sig: signal.getsignal(sig) for sig in before} == before
