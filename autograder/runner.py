@@ -140,6 +140,9 @@ class ZygoteRunner:
     def close(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
             try:
+                # "quit" first: the end of input comes only once every process holding this pipe's write
+                # end closed it, and a process the grader forked since (a warm launch pool) holds it too
+                self.proc.stdin.write(b'"quit"\n')
                 self.proc.stdin.close()
                 self.proc.wait(timeout=10)
             except (OSError, subprocess.TimeoutExpired):

@@ -7,7 +7,8 @@ Protocol: one JSON job per line on stdin, one JSON reply per line on stdout.
            "sandbox": {...} | null, "scratch": dir | null}
     reply {"status": "exited" | "timeout", "code": int | null, "wall": s, "leftover": n, "host_output": text,
            "memory_mib": the test process's peak memory above the zygote's (the kernel's count)}
-The first line written is {"ready": pid, "network": layer text}.
+The first line written is {"ready": pid, "network": layer text}. The line "quit" (or the end of input)
+ends the zygote.
 
 The zygote runs in the grader's copy of the kit, which holds the stubs, never the submission:
 it and the pytest children it forks are trusted and never import or run student code. For a
@@ -151,6 +152,8 @@ def main() -> None:
     isolate.become_subreaper()
     os.write(1, (json.dumps({"ready": os.getpid(), "network": network}) + "\n").encode())
     for line in sys.stdin.buffer:
+        if line.strip() == b'"quit"':       # the grader closes: ends even while a fork of it holds this pipe
+            return
         try:
             reply = run_job(json.loads(line))
         except Exception as exc:  # noqa: BLE001

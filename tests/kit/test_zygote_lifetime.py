@@ -68,3 +68,24 @@ def _running(pid: int) -> bool:
         return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
     except psutil.Error:
         return False
+
+
+def test_close_ends_the_zygote_while_a_fork_of_the_grader_holds_its_input(tmp_path):
+    """A process the grader forked after starting its zygote (a warm launch pool does) holds the write end
+    of the zygote's input, so the end of input never comes: close() says "quit" first. Before, each
+    session's close waited 10 s a zygote (60 s of the suite's teardowns)."""
+    from autograder.runner import ZygoteRunner
+    runner = ZygoteRunner(ROOT, dict(os.environ, PYTHONPATH=ROOT))
+    zygote = runner.proc.pid
+    holder = os.fork()
+    if holder == 0:                                      # holds every descriptor the grader had, as a pool does
+        time.sleep(60)
+        os._exit(0)
+    try:
+        t0 = time.monotonic()
+        runner.close()
+        took = time.monotonic() - t0
+        assert not _running(zygote) and took < 5, f"close took {took:.1f} s"
+    finally:
+        os.kill(holder, signal.SIGKILL)
+        os.waitpid(holder, 0)
