@@ -3,6 +3,7 @@
     launch.py      launch(fn, world_size, backend=...): the one entry point (local, sim, or inside
                    a job started by an outside launcher)
     pool.py        warm local rank processes (forked, or started by mpiexec) kept between runs
+    mpi_start.py   how a pool's mpi ranks start: mpiexec (locally or through a rank host) and its output
     worker.py      a rank process: builds the world group, runs the functions it is sent
     external.py    launch() inside torchrun / srun / mpirun / python -m minitorch_dist.run
     attach.py      world_group(): a long-lived Group for a program that is already distributed

@@ -20,7 +20,6 @@ import multiprocessing as mp
 import os
 import secrets
 import select
-import shutil
 import signal
 import socket
 import subprocess
@@ -30,7 +29,7 @@ from multiprocessing.connection import Connection, answer_challenge, deliver_cha
 
 from ..backends import backend_class, backend_info
 from ..errors import LaunchError
-from . import channel, host_link
+from . import channel, host_link, mpi_start
 from .stores import store_listener, store_server, takes_listener
 
 _IDS = itertools.count()
@@ -39,14 +38,6 @@ backend_class("gloo")   # the default backend comes with the package: its import
 
 def default_start_method() -> str:
     return os.environ.get("MINITORCH_DIST_START") or ("fork" if sys.platform.startswith("linux") else "spawn")
-
-
-def _mpiexec() -> str:
-    here = os.path.join(os.path.dirname(sys.executable), "mpiexec")
-    found = here if os.path.exists(here) else shutil.which("mpiexec") or shutil.which("mpirun")
-    if not found:
-        raise LaunchError("backend='mpi' needs mpiexec: pip install mpi4py mpich (or a system MPI)")
-    return found
 
 
 class Pool:
@@ -99,33 +90,16 @@ class Pool:
             raise
 
     def _start_mpi(self, spec: dict, address) -> None:
-        import json
-        import tempfile
-
-        from ..observe.run_meter import mpi_env
-        self.mpi_env = mpi_env()
-        cmd = [_mpiexec(), "-n", str(self.world_size), sys.executable, "-m", "minitorch_dist.runtime.launching.worker",
-               address[0], str(address[1]), json.dumps(spec)]
-        if self.host:
-            self._mpiexec = host_link.start_mpiexec(self.host, cmd, {"MINITORCH_DIST_AUTHKEY": self._authkey.hex(),
-                                                                     **self.mpi_env})
-            return
-        self._log = tempfile.TemporaryFile()
-        env = dict(os.environ, MINITORCH_DIST_AUTHKEY=self._authkey.hex(), **self.mpi_env)
-        self._mpiexec = subprocess.Popen(cmd, env=env, stdout=self._log, stderr=subprocess.STDOUT,
-                                         stdin=subprocess.DEVNULL, start_new_session=True)
+        self._mpiexec, self._log, self.mpi_env = mpi_start.start(self.world_size, spec, address,
+                                                                 self._authkey.hex(), self.host)
 
     def _startup_failure(self) -> str | None:
         for rank, p in enumerate(self._procs):
             if p.exitcode is not None:
                 return f"rank {rank} exited with code {p.exitcode} while starting"
         if self._mpiexec is not None and self._mpiexec.poll() is not None:
-            if self._log is None:
-                out = self._mpiexec.output_tail()
-            else:
-                self._log.seek(0)
-                out = self._log.read().decode(errors="replace")[-3000:]
-            return f"mpiexec exited with code {self._mpiexec.returncode} while starting:\n{out}"
+            return (f"mpiexec exited with code {self._mpiexec.returncode} while starting:\n"
+                    f"{mpi_start.output_tail(self._mpiexec, self._log)}")
         return None
 
     def _connect(self, deadline: float) -> None:
