@@ -145,11 +145,19 @@ class Exchange:
 
 
 # -- a homework's course in test_notebooks ------------------------------------------------------
+# ipykernel 7.4's own shutdown race (its control handler flushes stderr after the iopub pipe closed;
+# ipykernel#1518 fixed a sibling path): logged by the kernel after the notebook ran, not an error of it
+KERNEL_SHUTDOWN_RACE = re.compile(
+    r"ERROR:tornado\.general:Uncaught exception in ZMQStream callback\nTraceback \(most recent call last\):\n"
+    r"(?:  .*\n)*?  .*ipykernel/kernelbase\.py.*process_control\n(?:  .*\n)*"
+    r"zmq\.error\.ZMQError: Socket operation on non-socket\n")
+
+
 def run_nbgrader(course: str, args: list[str], env: dict, timeout: float = 150) -> str:
     cmd = [sys.executable, "-m", "nbgrader", *args]
     done = subprocess.run(cmd, cwd=course, env=notebook_env(env), capture_output=True, text=True, timeout=timeout)
     log = done.stdout + done.stderr
-    assert done.returncode == 0 and "ERROR" not in log, f"{' '.join(args)} failed:\n{log[-4000:]}"
+    assert done.returncode == 0 and "ERROR" not in KERNEL_SHUTDOWN_RACE.sub("", log), f"{' '.join(args)} failed:\n{log[-4000:]}"
     return log
 
 
