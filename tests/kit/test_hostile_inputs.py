@@ -29,7 +29,7 @@ import pytest
 from autograder.hw1.cases import WORLD_SIZES
 from autograder.session import GradingSession
 from tests.kit.attacks import SECRETS
-from tests.kit.submissions import insert_after_marker, make_submission, run
+from tests.kit.submissions import insert_after_marker, make_submission, run, shared_session
 from tests.kit.test_hostile import sandboxed_processes, uids_of
 
 pytestmark = [pytest.mark.slow,
@@ -195,21 +195,28 @@ return x
 '''
 
 ONLY = r"HW1 1\.[47] .*: test_(naive|ring)_all_reduce$"        # the hidden tests, one case per world size
+SOME_SIZES = (1, 3, 8)
 
 
 def test_an_all_reduce_that_rebuilds_every_input_scores_nothing(tmp_path):
     """Every case fails but p = 1 (an all-reduce of one rank leaves x as it is: deserved), and the
-    rubric entries of both tasks: 1.75 of 19 points. Before the inputs came from the test process the
-    same code took all 19 (both tests and both rubric entries). Over 60 s under load: the attack
-    searches every rank's memory and /proc for the inputs, in every case of both hidden tests."""
+    rubric entries of both tasks get nothing. Before the inputs came from the test process the same
+    code took all 19 points (both tests and both rubric entries). The cases at p = 1, 3 and 8 of both
+    hidden tests (all eight world sizes took 64 s of CPU to show the same: the attack searches every
+    rank's memory and /proc for the inputs in every case)."""
     sub = make_submission(tmp_path / "rebuild", {"all_reduce.py": lambda s: insert_after_marker(
         "1.7", REBUILD)(insert_after_marker("1.4", REBUILD)(s))})
     out = tmp_path / "results.json"
-    results = run(sub, only=ONLY, out=str(out), suites=None, jobs=2)
+    session = shared_session("hw1", suites=None, jobs=2)
+    tests = session.select(ONLY)
+    for test in tests:
+        test.cases = [c for c in test.cases if c.endswith(tuple(f"[{p}]" for p in SOME_SIZES))]
+        assert len(test.cases) == len(SOME_SIZES), test.cases
+    results = session.grade(str(sub), out=str(out), tests=tests, show=False)
     graded = {t["name"].rsplit(": ", 1)[-1]: t for t in results["tests"][1:] if t["max_score"]}
     tests = [graded["test_naive_all_reduce"], graded["test_ring_all_reduce"]]
-    deserved = sum(t["max_score"] / len(WORLD_SIZES) for t in tests)            # the p = 1 cases
-    assert results["score"] <= deserved + 1e-9, [(name, t["score"]) for name, t in graded.items()]
+    deserved = sum(t["max_score"] / len(SOME_SIZES) for t in tests)            # the p = 1 cases
+    assert results["score"] <= deserved + 1e-3, [(name, t["score"]) for name, t in graded.items()]   # rounded
     for t in tests:
         assert "ATTACK-DONE: REBUILD" in t["output"], f"the attack did not run in {t['name']}"
         assert "elements differ" in t["output"], t["output"][-2000:]       # caught by the value checks
