@@ -113,6 +113,7 @@ def graded_tests(manifest: dict, listings: list[tuple[str, list[dict]]],
                     test.notes.append("(this test has no points marker; it counts 1 point)")
             test.cases.append(rec["nodeid"])
             test.needs_gpu = test.needs_gpu or bool(rec.get("gpu"))       # any case marked gpu: the function
+            test.bound_to = tuple(dict.fromkeys(test.bound_to + tuple(rec.get("bound_to") or ())))
             test.case_tasks[rec["nodeid"]] = rec["task"]
             tasks.setdefault(rec["function"], []).append(rec["task"])
     graded = list(tests.values())

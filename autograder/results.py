@@ -33,6 +33,7 @@ class GradedTest:
     memory_mib: float = 0.0          # the test process's peak memory above the zygote's (kernel's count)
     needs_gpu: bool = False            # marked gpu
     not_run: str = ""                  # why it was not run (a gpu test on a cpu grading): 0 of 0 points
+    bound_to: tuple[str, ...] = ()     # real-process tests its (sim) cases rest on (bindings.py)
 
     @property
     def max_score(self) -> float:

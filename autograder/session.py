@@ -25,7 +25,7 @@ import sys
 import tempfile
 import time
 
-from autograder import isolate, leftovers
+from autograder import bindings, isolate, leftovers
 from autograder.cgroups import FairShare
 from autograder.collect import DEFAULT_LIMIT, JOB_ENV, collect, default_suites, test_files
 from autograder.devices import describe_device, resolve_device, scale_limits, set_aside_gpu_tests
@@ -149,7 +149,7 @@ class GradingSession:
         if only and self.tests and not tests:
             raise ValueError(f"--only {only!r} matches none of the {len(self.tests)} tests; their names look "
                              f"like {self.tests[0].name!r} (the regular expression is searched in them)")
-        return tests
+        return bindings.with_bound(tests, self.tests)
 
     def grade(self, submission: str, out: str | None = None, only: str | None = None,
               tests: list[GradedTest] | None = None, stop_at_first_failure: bool = False, show: bool = True) -> dict:
@@ -171,6 +171,7 @@ class GradingSession:
         run_all(runners, set_aside_gpu_tests(tests, self.device), self.kit, self.records, self.deadline,
                 check.replaced_tasks(), self.quiet, boxes, prefixes=(self.student_kit,),
                 stop_at_first_failure=stop_at_first_failure, device=self.device)
+        bindings.apply(tests)
         escaped = sum(box.kill_all() for box in self.boxes)
         self.escaped += escaped
         report = check.report()

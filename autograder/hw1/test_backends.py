@@ -12,6 +12,7 @@ def check(suite, fns, p, checks=(result_problems,)):
     judge([o for fn in fns for o in suite.outcomes(p, fn)], *checks)
 
 
+@pytest.mark.bound_to("test_broadcast", "test_reduce")
 @pytest.mark.task1_2
 @pytest.mark.points(2)
 @pytest.mark.parametrize("p", WORLD_SIZES)
@@ -19,6 +20,7 @@ def test_broadcast_and_reduce_on_sim(p):
     check(SIM, ["broadcast", "reduce"], p)
 
 
+@pytest.mark.bound_to("test_reduce_scatter_", "test_all_gather_")
 @pytest.mark.task1_3
 @pytest.mark.points(2)
 @pytest.mark.parametrize("p", WORLD_SIZES)
@@ -26,6 +28,7 @@ def test_reduce_scatter_and_all_gather_on_sim(p):
     check(SIM, ["reduce_scatter_", "all_gather_", "all_gather", "reduce_scatter"], p)
 
 
+@pytest.mark.bound_to("test_naive_all_reduce")
 @pytest.mark.task1_4
 @pytest.mark.points(2)
 @pytest.mark.parametrize("p", WORLD_SIZES)
@@ -33,6 +36,7 @@ def test_naive_all_reduce_on_sim(p):
     check(SIM, ["naive_all_reduce"], p)
 
 
+@pytest.mark.bound_to("test_tree_all_reduce")
 @pytest.mark.task1_5
 @pytest.mark.points(2)
 @pytest.mark.parametrize("p", WORLD_SIZES)
@@ -40,6 +44,7 @@ def test_tree_all_reduce_on_sim(p):
     check(SIM, ["tree_all_reduce"], p)
 
 
+@pytest.mark.bound_to("test_butterfly_all_reduce")
 @pytest.mark.task1_6
 @pytest.mark.points(2)
 @pytest.mark.parametrize("p", WORLD_SIZES)
@@ -47,6 +52,7 @@ def test_butterfly_all_reduce_on_sim(p):
     check(SIM, ["butterfly_all_reduce"], p)
 
 
+@pytest.mark.bound_to("test_ring_all_reduce")
 @pytest.mark.task1_7
 @pytest.mark.points(2)
 @pytest.mark.parametrize("p", WORLD_SIZES)

@@ -152,6 +152,7 @@ def test_ping_pong_rejects_bad_arguments(size, kwargs):
                        f"ping_pong(FakeGroup(rank=0, size={size}), [8], **{kwargs})")
 
 
+@pytest.mark.bound_to("test_ping_pong_on_gloo")
 # -- ping_pong on ranks -----------------------------------------------------------------------
 @pytest.mark.task1_1
 @pytest.mark.points(2)

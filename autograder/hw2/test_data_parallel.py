@@ -50,6 +50,7 @@ def test_ddp_how_gradients_are_averaged(version):
     judge(HOW.outcomes(HOW_WORLD_SIZE, version), how_problems)
 
 
+@pytest.mark.bound_to("test_ddp_matches_single_process")
 @pytest.mark.points(3)
 @pytest.mark.parametrize("version", by_version())
 def test_ddp_on_sim(version):

@@ -11,6 +11,9 @@ def by_task():
     return [pytest.param(task, marks=getattr(pytest.mark, task), id=task) for task in SIM_CASES]
 
 
+@pytest.mark.bound_to("test_compressed_all_reduce_is_the_sum_of_decompressed_payloads",
+                      "test_top_k_all_reduce",
+                      "test_error_feedback_loses_nothing")
 @pytest.mark.points(6)
 @pytest.mark.parametrize("task", by_task())
 def test_on_sim_at_p_8(task):

@@ -12,6 +12,9 @@ def by_task(kinds: dict):
     return [pytest.param(task, marks=getattr(pytest.mark, task), id=task) for task in kinds]
 
 
+@pytest.mark.bound_to("test_comm_ops_forward_and_backward",
+                      "test_mlp_attention_and_block_match_dense",
+                      "test_two_layer_model_loss_and_gradients_match_dense")
 @pytest.mark.points(3)
 @pytest.mark.parametrize("task", by_task(SIM_KINDS))
 def test_on_sim_at_tp_size_6(task):

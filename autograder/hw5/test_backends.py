@@ -18,6 +18,9 @@ def by_task(tasks):
     return [pytest.param(task, marks=getattr(pytest.mark, task), id=task) for task in tasks]
 
 
+@pytest.mark.bound_to("test_gpipe_matches_one_process_forwards_then_backwards",
+                      "test_one_f_one_b_matches_one_process_in_order_with_p_alive",
+                      "test_executor_runs_generated_schedules")
 @pytest.mark.points(6)
 @pytest.mark.parametrize("task", by_task(KINDS))
 def test_bubble_on_sim(task):

@@ -32,6 +32,7 @@ def test_interleaved_matches_one_process_with_2_pv_minus_1_m_messages(p):
     judge(INTERLEAVED.outcomes(p, "interleaved"), interleaved_exact_problems, interleaved_message_problems)
 
 
+@pytest.mark.bound_to("test_interleaved_matches_one_process_with_2_pv_minus_1_m_messages")
 @pytest.mark.task5_7
 @pytest.mark.points(3)
 @pytest.mark.parametrize("p", [2, 4])

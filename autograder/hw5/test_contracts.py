@@ -49,6 +49,7 @@ def test_contract_backward_step_accumulates_into_grad():
     _check_all(problems)
 
 
+@pytest.mark.bound_to("test_boundary_send_recv_forward_backward")
 @pytest.mark.task5_1
 @pytest.mark.points(4)
 @pytest.mark.time_limit(60)

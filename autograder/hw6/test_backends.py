@@ -11,6 +11,7 @@ from autograder.hw6.cases import BAD, MPI, SIM
 CHECKS = (result_problems, comm_problems, memory_problems)
 
 
+@pytest.mark.bound_to("test_fsdp_prefetch_overlaps")
 @pytest.mark.task6_3
 @pytest.mark.points(1)
 def test_fsdp_prefetch_on_sim():
