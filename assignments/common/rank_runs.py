@@ -32,7 +32,7 @@ import traceback
 import torch
 
 from assignments.common.rank_inputs import for_ranks
-from assignments.common.wire_checks import lone_allowance, wire_problems  # noqa: F401 (wire_problems re-exported)
+from assignments.common.wire_checks import joined_subgroups, lone_allowance, wire_problems  # noqa: F401 (re-exported)
 from assignments.common.verdicts import (MAX_SHOWN, STUB, fail, judge, only_stub_errors,  # noqa: F401 (re-exported)
                                          select_tasks, selected, selected_tasks)
 from minitorch_dist import LaunchError, PeerFailedError, RankError, SimNetwork, launch, shutdown
@@ -147,7 +147,7 @@ def error_text(err: BaseException) -> str:
 
 def run_batched(rank_fn, cases, p: int, key, describe, backend: str = "gloo", network=None,
                 leaked=None, inputs=None, check_wire: bool = False, apart=None, counted=None,
-                lone=None, widest=None, _seen=None, **options) -> list[tuple]:
+                lone=None, widest=None, subgroups=None, _seen=None, **options) -> list[tuple]:
     """Run `cases` on p ranks, rank_fn(group, cases) -> [dict per case]; returns per case
     ("ok", [each rank's dict], sim_time or None) or ("error", message). Errors are recorded, never
     raised. leaked(per_rank) -> True when the case left a message in flight (fresh ranks for the rest).
@@ -162,11 +162,13 @@ def run_batched(rank_fn, cases, p: int, key, describe, backend: str = "gloo", ne
     counters (the ones the kernel bounded). lone(case, p) -> per rank {op: (calls, bytes)}: the most
     a correct run of the case puts on one-rank groups (default none: the trace's claims of more keep
     the kernel's lower bound). widest=1: the cases reduce no float16, bfloat16 or float8 (the upper
-    bound then allows 1x, not traffic_check.WIDEST times, each reduction's counted bytes).
+    bound then allows 1x, not traffic_check.WIDEST times, each reduction's counted bytes). subgroups(case,
+    p) -> per rank the sizes of the sub-groups a correct run of the case creates: what a rank may receive
+    from the job's store is bounded by their rendezvous (default none: nothing; observe/store_check.py).
     """
     if check_wire and apart is not None and backend in ("gloo", "mpi") and os.environ.get(KERNEL_TRAFFIC_VAR) == "1":
         return _run_traffic_apart(rank_fn, list(cases), p, key, describe, backend, network, leaked, inputs, apart,
-                                  counted, dict(options, lone=lone, widest=widest))
+                                  counted, dict(options, lone=lone, widest=widest, subgroups=subgroups))
     cases = list(cases)
     out: list[tuple | None] = [None] * len(cases)
     failures: dict[str, int] = {}
@@ -185,7 +187,7 @@ def run_batched(rank_fn, cases, p: int, key, describe, backend: str = "gloo", ne
             failed = getattr(err, "cause", None)
             if not isinstance(failed, CaseFailed):
                 _run_apart(rank_fn, cases, pending, out, p, key, describe, backend, network, leaked, err,
-                           dict(options, lone=lone, widest=widest), inputs, check_wire)
+                           dict(options, lone=lone, widest=widest, subgroups=subgroups), inputs, check_wire)
                 break
             i = pending[failed.index]
             later = set(pending[failed.index + 1:])        # not reached: cases before it succeeded
@@ -204,8 +206,9 @@ def run_batched(rank_fn, cases, p: int, key, describe, backend: str = "gloo", ne
             _seen.append(result.counters)
         # a case that failed on its own keeps its error (a stub's posted receives are counted, never filled)
         forged = wire_problems(result, traced=options.get("trace", False),
-                               lone_most=lone_allowance([cases[i] for i in pending], p, lone),
-                               widest=widest) if check_wire else None
+                               lone_most=lone_allowance([cases[i] for i in pending], p, lone), widest=widest,
+                               joined=joined_subgroups([cases[i] for i in pending], p, subgroups)) \
+            if check_wire else None
         leak = None
         for k, i in enumerate(pending):
             per_rank = [r[k] for r in result]

@@ -209,3 +209,36 @@ def test_a_rank_is_found_by_both_ends_of_its_connection_when_its_port_is_shared(
             p.join(10)
         for lst in listeners:
             lst.close()
+
+
+def store_use(group, sizes, leak):
+    """Sub-groups of ranks 0..k-1 for each k in `sizes`; then, with `leak`, a value of that many bytes
+    from every rank to the next through the store."""
+    for k in sizes:
+        if group.rank < k:
+            group.subgroup(range(k)).all_reduce(torch.ones(4))
+    if leak:
+        store = group._backend._store
+        store.set(f"leak{leak}/{group.rank}", "7" * leak)
+        return store.get(f"leak{leak}/{(group.rank + 1) % group.size}").decode()
+    return ""
+
+
+def test_what_ranks_receive_from_the_store_is_measured_and_bounded(measured):
+    """Sub-groups' rendezvous is all a correct run receives from the job's store, the amount
+    store_check.rendezvous_bytes says (gloo, measured: a change of torch or gloo shows here); a value
+    passed through the store goes over the bound: any without sub-groups, one larger than the slack
+    (store_check.SLACK a group) beside them. About 2 s."""
+    from minitorch_dist.runtime.observe.store_check import SLACK, rendezvous_bytes, store_problems
+    sizes = (1, 2, 3, 4)
+    res = launch(store_use, 4, args=(sizes, 0))
+    joined = [[k for k in sizes if r < k] for r in range(4)]
+    assert res.wire.store == [sum(rendezvous_bytes(k) for k in mine) for mine in joined], res.wire.store
+    assert res.wire.store_closed == 0 and store_problems(res.wire, joined) == []
+    assert store_problems(res.wire, None) != []                        # sub-groups nobody declared
+    res = launch(store_use, 4, args=((), 16))
+    assert list(res) == ["7" * 16] * 4 and min(res.wire.store) >= 16, res.wire.store
+    problems = store_problems(res.wire, None)
+    assert len(problems) == 4 and "a run without sub-groups receives nothing there" in problems[0], problems
+    res = launch(store_use, 4, args=(sizes, SLACK * len(sizes) + 1))
+    assert len(store_problems(res.wire, joined)) == 4, res.wire.store

@@ -43,5 +43,16 @@ def try_launch(fn, p: int, args=(), backend: str = "gloo", network: SimNetwork |
     return rank_runs.try_launch(fn, p, args, backend, network, **HW2_LAUNCH)
 
 
+def moshpit_subgroups(case: Case, p: int) -> list[list[int]]:
+    """Per rank the sizes of the sub-groups a correct run of the case creates (run_batched's
+    `subgroups`: their rendezvous is what a rank may receive from the job's store): moshpit's rounds
+    (side 2), one group of 2 per round, log2 p rounds where p is a power of 2 (else it raises first)."""
+    rounds = p.bit_length() - 1
+    if case.kind != "moshpit" or p < 2 or p != 1 << rounds:
+        return [[] for _ in range(p)]
+    return [[2] * rounds for _ in range(p)]
+
+
 # check_wire: every gloo and mpi run's counters are bounded by the bytes the kernel counted (observe/traffic_check.py)
-run_cases, Suite = case_suites.bind(run_cases_on_rank, make_inputs=make_inputs, check_wire=True, **HW2_LAUNCH)
+run_cases, Suite = case_suites.bind(run_cases_on_rank, make_inputs=make_inputs, check_wire=True,
+                                    subgroups=moshpit_subgroups, **HW2_LAUNCH)

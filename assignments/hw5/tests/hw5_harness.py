@@ -23,6 +23,7 @@ assignments/common/rank_runs.py and case_suites.py (shared by every homework).
 from __future__ import annotations
 
 from assignments.common import case_suites
+from assignments.hw5.tests.hw5_bonus_ranks import GRID_STAGES
 from assignments.hw5.tests.hw5_inputs import make_inputs
 from assignments.hw5.tests.hw5_ranks import run_cases_on_rank
 from assignments.hw5.tests.hw5_setup import Case
@@ -49,5 +50,17 @@ def scored_traffic(case: Case, p: int) -> bool:
 # a case whose messages are scored runs alone, its counts held to its run's counters (rank_runs.run_batched)
 counted_problems = case_suites.counted_by(COUNTED, lambda case, rep: [rep["counts"]] if "counts" in rep else None)
 WIRE = {"check_wire": True, "apart": scored_traffic, "counted": counted_problems}
+
+
+def grid_subgroups(case: Case, p: int) -> list[list[int]]:
+    """Per rank the sizes of the sub-groups a correct run of the case creates (run_batched's
+    `subgroups`: their rendezvous is what a rank may receive from the job's store): 5.6's pipeline_grid,
+    a pipeline of GRID_STAGES ranks and a data group of p / GRID_STAGES replicas."""
+    if case.kind != "data_parallel" or p % GRID_STAGES:
+        return [[] for _ in range(p)]
+    return [[GRID_STAGES, p // GRID_STAGES] for _ in range(p)]
+
+
 run_cases, Suite = case_suites.bind(run_cases_on_rank, make_inputs=make_inputs, **WIRE, **HW5_LAUNCH)
-_, GridSuite = case_suites.bind(run_cases_on_rank, make_inputs=make_inputs, **WIRE, **HW5_GRID_LAUNCH)
+_, GridSuite = case_suites.bind(run_cases_on_rank, make_inputs=make_inputs, **WIRE, subgroups=grid_subgroups,
+                                **HW5_GRID_LAUNCH)

@@ -23,7 +23,7 @@ from __future__ import annotations
 import torch._dynamo  # noqa: F401  (a torch optimizer's constructor imports it: once here, not in every rank)
 
 from assignments.common import case_suites
-from assignments.hw6.tests.hw6_hybrid_groups import lone_most
+from assignments.hw6.tests.hw6_hybrid_groups import lone_most, subgroups
 from assignments.hw6.tests.hw6_inputs import make_inputs
 from assignments.hw6.tests.hw6_ranks import run_cases_on_rank
 from assignments.hw6.tests.hw6_setup import Case
@@ -35,6 +35,7 @@ Outcome = case_suites.Outcome
 
 # check_wire: every gloo and mpi run's counters are bounded by the bytes the kernel counted (observe/traffic_check.py);
 # what the trace puts on one-rank groups is exempt from the lower bound only up to what a correct run does
-# there (HSDP at shard_size 1 or p: hw6_hybrid_groups.lone_most), known here, not from the trace
-HW6_WIRE = {"check_wire": True, "lone": lone_most}
+# there (HSDP at shard_size 1 or p: hw6_hybrid_groups.lone_most), known here, not from the trace; what
+# a rank receives from the job's store, only its HSDP groups' rendezvous (hw6_hybrid_groups.subgroups)
+HW6_WIRE = {"check_wire": True, "lone": lone_most, "subgroups": subgroups}
 run_cases, Suite = case_suites.bind(run_cases_on_rank, make_inputs=make_inputs, **HW6_WIRE, **HW6_LAUNCH)

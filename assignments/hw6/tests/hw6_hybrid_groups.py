@@ -94,3 +94,15 @@ def lone_most(case: Case, p: int) -> list[dict]:
             most["broadcast"] = (tensors + len(units), whole)
         out.append(most)
     return out
+
+
+def subgroups(case: Case, p: int) -> list[list[int]]:
+    """Per rank the sizes of the sub-groups a correct run of the case creates (run_batched's
+    `subgroups`: their rendezvous is what a rank may receive from the job's store): HSDP's shard group
+    of s ranks and replica group of p/s; bad_hsdp's valid run first (s = 1), its bad one makes none."""
+    stage, s = case.stage, case.shard_size
+    if stage == "bad_hsdp":
+        stage, s = "hsdp", 1
+    if stage != "hsdp" or not isinstance(s, int) or s < 1 or p % s:
+        return [[] for _ in range(p)]
+    return [[s, p // s] for _ in range(p)]

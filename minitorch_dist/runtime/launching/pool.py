@@ -190,7 +190,8 @@ class Pool:
                 with socket.socket(fileno=os.dup(conn.fileno())) as sock:
                     ends.append((sock.getpeername()[:2], sock.getsockname()[:2]))
             sockets = kernel_traffic.tcp_sockets()          # one dump finds the ranks and their uid
-            return run_meter.RunMeter(ends, *self._rank_candidates(ends, sockets), sockets=sockets)
+            return run_meter.RunMeter(ends, *self._rank_candidates(ends, sockets), sockets=sockets,
+                                      store_port=self.store.port)
         except (OSError, ValueError):
             return None
 

@@ -14,7 +14,8 @@ was sent. A rank's bytes sent are those its peers' sockets received (tcp_info's 
 each byte once, where bytes_sent counts a retransmission again, and a loaded machine does drop
 loopback packets). Only TCP connections whose two ends both belong to rank processes (or processes
 they forked) count, so the ranks' traffic with the launcher (task, replies, the rendezvous store) is
-left out and a side channel the ranks open between themselves is counted.
+left out and a side channel the ranks open between themselves is counted. What each rank receives
+from the store is counted apart (received_from; store_check.py bounds it: the store is a channel too).
 
 Connections opened and closed within the run (a sub-group's: `group.subgroup(...)` opens gloo
 connections that the run's end closes before the ranks reply) are gone from the second dump. The
@@ -251,12 +252,25 @@ class DestroyListener:
         self.sock.close()
 
 
-def closed_bytes(before: Snapshot, after: Snapshot, freed: dict[int, Sock]) -> int:
+def received_from(before: Snapshot, after: Snapshot, port: int, world_size: int) -> list[int]:
+    """Bytes each rank received between two snapshots on its connections to `port` (the job's store:
+    its server listens there, in the launcher), whichever address they reach it on."""
+    out = [0] * world_size
+    for inode, sock in after.sockets.items():
+        rank = after.owner.get(inode, before.owner.get(inode))
+        if rank is not None and inode > 0 and sock.remote[1] == port:
+            old = before.sockets.get(inode)
+            out[rank] += sock.received - (old.received if old and old.cookie == sock.cookie else 0)
+    return out
+
+
+def closed_bytes(before: Snapshot, after: Snapshot, freed: dict[int, Sock], port: int | None = None) -> int:
     """Bytes received, between two snapshots, by sockets closed meanwhile: those the kernel freed
-    (`freed`, by cookie) and those no process holds in `after` (shutting down)."""
+    (`freed`, by cookie) and those no process holds in `after` (shutting down); with `port`, only
+    connections to that port (their client ends)."""
     old = {s.cookie: s.received for s in before.sockets.values() if s.cookie}
-    final = {key: s for key, s in freed.items()}
+    final = {key: s for key, s in freed.items() if port is None or s.remote[1] == port}
     for key, s in after.sockets.items():
-        if key < 0 and s.cookie not in final:
+        if key < 0 and s.cookie not in final and (port is None or s.remote[1] == port):
             final[s.cookie] = s
     return sum(max(0, s.received - old.get(cookie, 0)) for cookie, s in final.items())

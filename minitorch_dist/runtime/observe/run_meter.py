@@ -15,7 +15,7 @@ import os
 import time
 
 from .kernel_traffic import (DestroyListener, Snapshot, available, between, closed_bytes, namespace_octets,
-                             snapshot, socket_inodes, tcp_sockets, unseen_bytes)
+                             received_from, snapshot, socket_inodes, tcp_sockets, unseen_bytes)
 
 VAR = "MINITORCH_DIST_KERNEL_TRAFFIC"         # "1": launch() measures gloo and mpi runs (the autograder sets it)
 PRIVATE_NETNS_VAR = "MINITORCH_DIST_PRIVATE_NETNS"   # "1": this network namespace holds one run at a time
@@ -115,19 +115,26 @@ class Wire(list):
     """RunMeter.done()'s answer: [(bytes sent to other ranks, bytes received from them)] per rank, and
     `closed`: bytes received by TCP sockets of this network namespace that were closed during the
     run (sub-groups' connections; in a shared namespace, other runs' too), None where the kernel's
-    announcements could not be read in full (then no lower bound may rest on the per-rank counts)."""
+    announcements could not be read in full (then no lower bound may rest on the per-rank counts).
+    `store`: the bytes each rank received from the job's store (its server is the launcher's) and
+    `store_closed` what connections to it closed during the run received (None: unknown), when the
+    meter was told the store's port; store_check.py bounds them."""
 
     closed: int | None = 0
+    store: list[int] | None = None
+    store_closed: int | None = 0
 
 
 class RunMeter:
     """Measures one run: make it before the tasks go out, call done() once every reply is in."""
 
-    def __init__(self, links: list[tuple], candidates: list[int], find=None, sockets: dict | None = None):
+    def __init__(self, links: list[tuple], candidates: list[int], find=None, sockets: dict | None = None,
+                 store_port: int | None = None):
         """links: (the rank's address, the launcher's) of each rank's connection to the launcher;
         candidates: the processes the ranks may be among; find() lists them again after the run
-        (ranks may fork), default: the same list."""
+        (ranks may fork), default: the same list; store_port: where the job's store listens."""
         self.find = find or (lambda: candidates)
+        self.store_port = store_port
         try:
             self.freed: DestroyListener | None = DestroyListener()   # before the first snapshot: no gap
         except OSError:
@@ -157,6 +164,10 @@ class RunMeter:
                 self.unseen = unseen_bytes(self.before, after, self.octets, namespace_octets())
             wire = Wire(between(self.before, after, len(self.roots)))
             wire.closed = self._closed(after)
+            if self.store_port is not None:
+                wire.store = received_from(self.before, after, self.store_port, len(self.roots))
+                wire.store_closed = closed_bytes(self.before, after, self.freed.freed, self.store_port) \
+                    if self.freed is not None and self.freed.complete else None
             return wire
         except OSError:
             return None
