@@ -105,6 +105,10 @@ class GradingSession:
             env["MINITORCH_DIST_MAX_REPLY"], env["MINITORCH_DIST_MAX_REPLIES"] = str(MAX_REPLY), str(MAX_REPLIES)
             env["MINITORCH_DIST_KERNEL_TRAFFIC"] = "1"      # gloo and mpi runs: bytes as the kernel counts
             env["AUTOGRADER_NETNS"] = "1" if sandbox and namespaces and is_root() else "0"
+            isolation = _runtime_module("minitorch_dist.runtime.launching.isolation")
+            self.layers["isolation"] = isolation.layer() if sandbox else "unavailable: switched off (--no-sandbox)"
+            if self.layers["isolation"].startswith("active"):
+                env[isolation.VAR] = "1"                    # each rank in a Landlock domain of its own
             self.share = FairShare.create() if sandbox else None
             self.runners.append(make_runner(self.kit, env, zygote=zygote, share=self.share))
             self.tests, self.problems = collect(self.runners[0], self.kit, manifest, suites, self.records, limit)
@@ -227,7 +231,7 @@ class GradingSession:
 
 def traffic_layer() -> str:
     """Whether gloo and mpi runs' counters are checked against the kernel's byte counts (the "traffic" layer)."""
-    if not _kernel_traffic().available():
+    if not _runtime_module("minitorch_dist.runtime.observe.kernel_traffic").available():
         return ("unavailable: the kernel does not answer sock_diag here, so traffic tests rest on the "
                 "runtime's counters, which rank code can rewrite (scan.py flags such code)")
     return ("active: the bytes between rank processes of every gloo and mpi run (mpi over loopback TCP, not "
@@ -235,14 +239,13 @@ def traffic_layer() -> str:
             "included (every homework; not the sim; bytes per rank, not which algorithm moved them)")
 
 
-def _kernel_traffic():
-    """The runtime's kernel_traffic module (standard library only), loaded from its file by itself where
-    minitorch_dist is not imported yet: importing the package imports torch, 1-2 s the grader's own
-    process otherwise never spends."""
-    name = "minitorch_dist.runtime.observe.kernel_traffic"
+def _runtime_module(name: str):
+    """A module of the runtime that needs only the standard library (kernel_traffic, isolation), loaded
+    from its file by itself where minitorch_dist is not imported yet: importing the package imports
+    torch, 1-2 s the grader's own process otherwise never spends."""
     if name in sys.modules or "minitorch_dist" in sys.modules:
         return importlib.import_module(name)
-    alone = "_autograder_kernel_traffic"
+    alone = "_autograder_" + name.rsplit(".", 1)[1]
     if alone not in sys.modules:
         spec = importlib.util.spec_from_file_location(alone, os.path.join(ROOT, *name.split(".")) + ".py")
         module = sys.modules[alone] = importlib.util.module_from_spec(spec)

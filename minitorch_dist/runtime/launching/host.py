@@ -38,6 +38,7 @@ from .host_link import map_path
 # -- the host (runs in the sandbox) ---------------------------------------------------------
 _PIDFDS: dict[int, int] = {}     # pid of a child -> its pidfd: readable when it ends (wakes serve's loop)
 _UNWATCHED = [False]             # a child without a pidfd: the loop looks for exits every 50 ms instead
+_OUTPUTS: set[int] = set()       # read ends of the ranks' own stdout/stderr pipes: copied to the host's
 
 
 def _watch(pid: int) -> None:
@@ -91,9 +92,12 @@ def serve(where) -> None:
     links: dict[int, _Link] = {}
     _preload()
     while True:
-        waits = [server] + [lk.conn for lk in links.values()] + list(_PIDFDS.values())
+        waits = [server] + [lk.conn for lk in links.values()] + list(_PIDFDS.values()) + list(_OUTPUTS)
         ready = select.select(waits, [], [], 0.05 if _UNWATCHED[0] else 1.0)[0]
         for item in ready:
+            if item in _OUTPUTS:
+                _forward(item)
+                continue
             if isinstance(item, int):              # a child ended: _reap below reports it
                 continue
             if item is server:
@@ -117,8 +121,13 @@ def _start(link: _Link, msg, server, links) -> None:
     kind = msg[0]
     if kind == "ranks":
         _, world_size, address, authkey, spec = msg
-        pids = [_fork(lambda r=r: _rank_main(r, world_size, address, authkey, spec), server, links)
-                for r in range(world_size)]
+        pids = []
+        for r in range(world_size):        # each rank's output through a pipe of its own: no open file
+            out, into = os.pipe()          # (offset, flags) that ranks share, and so could signal through
+            _OUTPUTS.add(out)
+            pids.append(_fork(lambda r=r, into=into: _rank_main(r, world_size, address, authkey, spec, into),
+                              server, links))
+            os.close(into)
         for pid in pids:
             _watch(pid)
         link.children.update({pid: rank for rank, pid in enumerate(pids)})
@@ -144,9 +153,10 @@ def _fork(main, server, links, keep=None) -> int:
     code = 70
     try:
         server.close()
-        for fd in _PIDFDS.values():
+        for fd in [*_PIDFDS.values(), *_OUTPUTS]:
             os.close(fd)
         _PIDFDS.clear()
+        _OUTPUTS.clear()
         for other in links.values():
             if other.conn is not keep:
                 other.conn.close()
@@ -181,8 +191,24 @@ def _reap(links: dict[int, _Link]) -> None:
                 link.notify(("exit", who, os.waitstatus_to_exitcode(status), tail))
 
 
-def _rank_main(rank: int, world_size: int, address, authkey: bytes, spec: dict) -> None:
+def _forward(fd: int) -> None:
+    """Copy what a rank wrote to its stdout/stderr to the host's own output."""
+    data = os.read(fd, 1 << 16)
+    if not data:
+        _OUTPUTS.discard(fd)
+        os.close(fd)
+        return
+    try:
+        os.write(1, data)
+    except OSError:            # past the file size limit: dropped
+        pass
+
+
+def _rank_main(rank: int, world_size: int, address, authkey: bytes, spec: dict, output: int) -> None:
     from .worker import forked_main
+    for fd in (1, 2):
+        os.dup2(output, fd)
+    os.close(output)
     forked_main(rank, world_size, address, authkey, spec)
 
 
@@ -192,7 +218,8 @@ def _sim_main(conn: Connection, payload: bytes) -> None:
 
     from ..sim.network import run_sim
     from ..errors import user_traceback
-    from .worker import RankStream
+    from .worker import RankStream, isolate
+    isolate(keep=(conn.fileno(),))            # in a grading: no reach into the test's other processes
     lock = threading.Lock()
 
     def send(msg) -> None:

@@ -194,16 +194,31 @@ def make_world(rank: int, world_size: int, spec: dict):
     return backend, store, tracker
 
 
+def isolate(keep: tuple[int, ...] = ()) -> None:
+    """In a grading (isolation.VAR set), a Landlock domain of this rank's own before any code under
+    test runs; a rank that cannot get one ends here, never running that code unconfined. `keep`:
+    inherited descriptors the rank needs (all others are closed)."""
+    from . import isolation
+    if isolation.wanted():
+        try:
+            isolation.isolate_rank(keep)
+        except OSError as exc:
+            print(f"rank isolation failed: {exc}", file=sys.stderr, flush=True)
+            os._exit(3)
+
+
 def forked_main(rank: int, world_size: int, address, authkey: bytes, spec: dict) -> None:
     """Entry point of a forked (or spawned) worker."""
     os.setpgrp()        # a Ctrl-C in the terminal reaches the caller, which stops us cleanly
     die_with_parent()
+    isolate()
     serve(rank, world_size, address, authkey, spec)
 
 
 def _mpi_main() -> None:
     """Entry point under mpiexec: python -m minitorch_dist.runtime.launching.worker HOST PORT SPEC."""
     import json
+    isolate(keep=tuple(int(os.environ[v]) for v in ("PMI_FD",) if os.environ.get(v, "").isdigit()))
     from ..transports.mpi_progress import _mpi
     MPI = _mpi()
     host, port, spec = sys.argv[1], int(sys.argv[2]), json.loads(sys.argv[3])

@@ -1,0 +1,88 @@
+"""minitorch_dist/runtime/launching/isolation.py: with MINITORCH_DIST_ISOLATE_RANKS=1 (set by the
+autograder) each rank runs in a Landlock domain of its own. It can no longer reach a sibling rank's
+memory, folder or abstract socket, nor write outside its own folder, and still does everything a
+rank needs: torch (here and in a fresh interpreter it starts), gloo collectives."""
+
+import ctypes
+import errno
+import os
+import socket
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from minitorch_dist import launch, shutdown
+from minitorch_dist.runtime.launching import isolation
+
+pytestmark = pytest.mark.skipif(isolation.abi()[0] < 6, reason="needs Landlock ABI 6 (Linux 6.12)")
+
+
+class _Iovec(ctypes.Structure):
+    _fields_ = [("base", ctypes.c_void_p), ("len", ctypes.c_size_t)]
+
+
+def _vm_read(pid: int, address: int) -> None:
+    """process_vm_readv of 8 bytes at `address` in `pid` (mapped there too: both ranks are forks of one process)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    buf = ctypes.create_string_buffer(8)
+    local, remote = _Iovec(ctypes.addressof(buf), 8), _Iovec(address, 8)
+    if libc.process_vm_readv(pid, ctypes.byref(local), 1, ctypes.byref(remote), 1, 0) < 0:
+        raise OSError(ctypes.get_errno(), "process_vm_readv")
+
+
+def _probe(group, outside: str):
+    me, peer = group.rank, 1 - group.rank
+    own = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    own.bind(f"\0isolation-test-{os.getppid()}-{me}".encode())
+    pids = torch.zeros(2, dtype=torch.int64)
+    pids[me] = os.getpid()
+    group.all_reduce(pids)                          # gloo, through the measured sockets: still works
+    found = {"tmpdir_is_own": os.environ["TMPDIR"] != outside and os.path.basename(os.environ["TMPDIR"]).startswith("rank")}
+    with open(os.path.join(os.environ["TMPDIR"], "mine"), "w") as f:
+        found["own_folder_writable"] = f.write("x") == 1
+    attempts = {"sibling_mem": lambda: open(f"/proc/{int(pids[peer])}/mem", "rb"),
+                "sibling_status": lambda: open(f"/proc/{int(pids[peer])}/status", "rb"),
+                "write_outside": lambda: open(os.path.join(outside, f"leak{me}"), "w"),
+                "write_tmp": lambda: open(f"/tmp/isolation-leak-{os.getpid()}", "w"),
+                "fifo_in_own": lambda: os.mkfifo(os.path.join(os.environ["TMPDIR"], "fifo")),
+                "socket_file_in_own": lambda: socket.socket(socket.AF_UNIX).bind(os.path.join(os.environ["TMPDIR"], "s")),
+                "sibling_vm_readv": lambda: _vm_read(int(pids[peer]), id(sys)),
+                "sibling_abstract": lambda: own.sendto(b"hi", f"\0isolation-test-{os.getppid()}-{peer}".encode())}
+    for name, attempt in attempts.items():
+        try:
+            attempt()
+            found[name] = "allowed"
+        except OSError as exc:
+            found[name] = errno.errorcode.get(exc.errno, str(exc.errno))
+    group.all_reduce(torch.ones(1))                 # both tried before either closes its socket
+    fresh = subprocess.run([sys.executable, "-c", "import torch; print(torch.ones(2).sum().item())"],
+                           capture_output=True, text=True, timeout=120)
+    found["fresh_torch"] = fresh.stdout.strip() or fresh.stderr[-500:]
+    return found
+
+
+def test_a_rank_reaches_nothing_of_its_siblings_and_still_runs(tmp_path, monkeypatch):
+    outside = str(tmp_path)
+    monkeypatch.setenv("TMPDIR", outside)
+    monkeypatch.setenv(isolation.VAR, "1")
+    shutdown()                                       # no warm ranks without the domain
+    try:
+        found = launch(_probe, 2, args=(outside,), backend="gloo", fresh=True, timeout=180)
+    finally:
+        shutdown()
+    for rank in found:
+        assert rank["tmpdir_is_own"] and rank["own_folder_writable"], rank
+        for name in ("sibling_mem", "sibling_vm_readv", "sibling_status", "write_outside", "write_tmp", "fifo_in_own",
+                     "socket_file_in_own", "sibling_abstract"):
+            assert rank[name] in ("EACCES", "EPERM"), (name, rank)
+        assert rank["fresh_torch"] == "2.0", rank
+    assert not [n for n in os.listdir(outside) if n.startswith("leak")]
+
+
+def test_without_the_variable_nothing_is_isolated(tmp_path, monkeypatch):
+    """Students' own runs: no domain, TMPDIR as they set it."""
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.delenv(isolation.VAR, raising=False)
+    assert launch(lambda g: os.environ["TMPDIR"], 2, backend="gloo") == [str(tmp_path)] * 2
