@@ -1,7 +1,8 @@
 """minitorch_dist/runtime/launching/isolation.py: with MINITORCH_DIST_ISOLATE_RANKS=1 (set by the
 autograder) each rank runs in a Landlock domain of its own. It can no longer reach a sibling rank's
-memory, folder or abstract socket, nor write outside its own folder, and still does everything a
-rank needs: torch (here and in a fresh interpreter it starts), gloo collectives."""
+memory, folder or abstract socket, nor write outside its own folder, nor use System V IPC or UDP,
+and still does everything a rank needs: torch (here and in a fresh interpreter it starts), gloo
+collectives over TCP, MPI under mpiexec."""
 
 import ctypes
 import errno
@@ -15,6 +16,7 @@ import torch
 
 from minitorch_dist import launch, shutdown
 from minitorch_dist.runtime.launching import isolation
+from tests.runtime.test_mpi import MPIRUN
 
 pytestmark = pytest.mark.skipif(isolation.abi()[0] < 6, reason="needs Landlock ABI 6 (Linux 6.12)")
 
@@ -30,6 +32,11 @@ def _vm_read(pid: int, address: int) -> None:
     local, remote = _Iovec(ctypes.addressof(buf), 8), _Iovec(address, 8)
     if libc.process_vm_readv(pid, ctypes.byref(local), 1, ctypes.byref(remote), 1, 0) < 0:
         raise OSError(ctypes.get_errno(), "process_vm_readv")
+
+
+def _sysv_shm() -> None:
+    if ctypes.CDLL(None, use_errno=True).shmget(0, 4096, 0o1600) < 0:        # IPC_PRIVATE, IPC_CREAT
+        raise OSError(ctypes.get_errno(), "shmget")
 
 
 def _probe(group, outside: str):
@@ -49,6 +56,8 @@ def _probe(group, outside: str):
                 "fifo_in_own": lambda: os.mkfifo(os.path.join(os.environ["TMPDIR"], "fifo")),
                 "socket_file_in_own": lambda: socket.socket(socket.AF_UNIX).bind(os.path.join(os.environ["TMPDIR"], "s")),
                 "sibling_vm_readv": lambda: _vm_read(int(pids[peer]), id(sys)),
+                "udp_socket": lambda: socket.socket(socket.AF_INET, socket.SOCK_DGRAM),
+                "sysv_shm": lambda: _sysv_shm(),
                 "sibling_abstract": lambda: own.sendto(b"hi", f"\0isolation-test-{os.getppid()}-{peer}".encode())}
     for name, attempt in attempts.items():
         try:
@@ -74,11 +83,38 @@ def test_a_rank_reaches_nothing_of_its_siblings_and_still_runs(tmp_path, monkeyp
         shutdown()
     for rank in found:
         assert rank["tmpdir_is_own"] and rank["own_folder_writable"], rank
-        for name in ("sibling_mem", "sibling_vm_readv", "sibling_status", "write_outside", "write_tmp", "fifo_in_own",
+        for name in ("sibling_mem", "sibling_vm_readv", "sibling_status", "udp_socket", "sysv_shm", "write_outside", "write_tmp", "fifo_in_own",
                      "socket_file_in_own", "sibling_abstract"):
             assert rank[name] in ("EACCES", "EPERM"), (name, rank)
         assert rank["fresh_torch"] == "2.0", rank
     assert not [n for n in os.listdir(outside) if n.startswith("leak")]
+
+
+def _mpi_rank(group, outside: str):
+    x = torch.full((3,), float(group.rank + 1))
+    group.all_reduce(x)
+    try:
+        open(os.path.join(outside, f"leak{group.rank}"), "w")
+        wrote = "allowed"
+    except OSError as exc:
+        wrote = errno.errorcode.get(exc.errno, str(exc.errno))
+    return x.tolist(), os.environ["TMPDIR"] != outside, wrote
+
+
+@pytest.mark.mpi
+@pytest.mark.skipif(MPIRUN is None, reason="no mpirun")
+def test_mpiexec_ranks_are_isolated_too(tmp_path, monkeypatch):
+    """mpiexec's ranks (fresh interpreters: the domain is made first thing in worker._mpi_main) run
+    MPI over TCP as in a grading, each in a folder of its own, writing nothing outside it."""
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setenv(isolation.VAR, "1")
+    monkeypatch.setenv("MINITORCH_DIST_KERNEL_TRAFFIC", "1")          # MPI over TCP, as in a grading
+    shutdown()
+    try:
+        found = launch(_mpi_rank, 3, args=(str(tmp_path),), backend="mpi", fresh=True, timeout=180)
+    finally:
+        shutdown()
+    assert found == [([6.0] * 3, True, "EACCES")] * 3, found
 
 
 def test_without_the_variable_nothing_is_isolated(tmp_path, monkeypatch):

@@ -11,4 +11,5 @@
     channel.py, plain.py    messages between launcher and ranks; plain data for untrusted ranks
     stores.py      the job's TCPStore: its server on 127.0.0.1 in the launcher, the ranks' clients
     per_rank.py    launch(..., rank_args=...): each rank's own arguments, sent to its process alone
+    isolation.py   in a grading, each rank in a Landlock domain of its own (no reach into its siblings)
 """

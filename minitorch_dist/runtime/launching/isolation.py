@@ -37,9 +37,13 @@ REFER, TRUNCATE, IOCTL_DEV = 1 << 13, 1 << 14, 1 << 15                  # ABI 2,
 SCOPE_ABSTRACT_UNIX_SOCKET, SCOPE_SIGNAL = 1 << 0, 1 << 1                # ABI 6
 READ = EXECUTE | READ_FILE | READ_DIR
 FILE_RIGHTS = EXECUTE | WRITE_FILE | READ_FILE | TRUNCATE | IOCTL_DEV   # what a rule on a file may allow
-PR_SET_NO_NEW_PRIVS = 38
+PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 38, 22, 2
+# Per architecture: (audit arch, [shmget, shmat, semget, msgget, mq_open], socket, lowest number of
+# another ABI of it: x32). System V IPC and message queues are not files: Landlock does not see them
+SECCOMP = {"x86_64": (0xC000003E, [29, 30, 64, 68, 240], 41, 0x40000000),
+           "aarch64": (0xC00000B7, [194, 196, 190, 186, 180], 198, None)}
 READ_TREES = ("/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin", "/etc", "/opt", "/sys")
-PROC_FILES = ("cpuinfo", "meminfo", "stat", "filesystems", "sys", "version", "loadavg", "uptime")
+PROC_FILES = ("cpuinfo", "meminfo", "stat", "filesystems", "sys", "version", "loadavg", "uptime", "driver")
 DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/nvidia*", "/dev/dri/*")
 
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -87,16 +91,18 @@ def layer() -> str:
               "abstract unix sockets and signals NOT scoped (Landlock ABI < 6)")
     return (f"active: Landlock ABI {version}, a domain per rank process: it writes only its own folder, reads "
             f"no other rank's folder or /proc/PID, binds no socket file or FIFO, ptraces nothing outside "
-            f"itself; {scopes}")
+            f"itself; {scopes}; inherited descriptors closed; System V IPC, message queues and non-TCP IP sockets refused (seccomp). Not closed: mpi ranks share /dev/shm (MPICH's "
+            f"segments) and can start processes outside their domains (MPI_Comm_spawn)")
 
 
-def isolate_rank(keep: tuple[int, ...] = ()) -> str:
+def isolate_rank(keep: tuple[int, ...] = (), shared: tuple[str, ...] = ()) -> str:
     """Put this process in a Landlock domain of its own (see the module doc); returns the private
     folder. Raises OSError when Landlock refuses: the caller must not run code under test then.
 
     First every inherited descriptor but 0-2 and `keep` is closed (mpiexec's process manager leaves
     pipes in every rank, some with both ends: a channel between ranks) and stdin becomes a /dev/null
-    of this process's own: an open file that ranks share carries data in its offset and flags."""
+    of this process's own: an open file that ranks share carries data in its offset and flags.
+    `shared`: folders the rank may also write although its siblings can too (MPICH's /dev/shm)."""
     version, why = abi()
     if not version:
         raise OSError(why)
@@ -113,16 +119,69 @@ def isolate_rank(keep: tuple[int, ...] = ()) -> str:
     ruleset = _check(_libc.syscall(CREATE_RULESET, ctypes.byref(attr), ctypes.c_size_t(size), ctypes.c_uint32(0)),
                      "landlock_create_ruleset")
     try:
-        for path, allowed in _rules(folder, rights):
+        for path, allowed in _rules(folder, rights, shared):
             _allow(ruleset, path, allowed)
         if _libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
             _check(-1, "prctl(PR_SET_NO_NEW_PRIVS)")
         _check(_libc.syscall(RESTRICT_SELF, ruleset, ctypes.c_uint32(0)), "landlock_restrict_self")
+        deny_unmeasured_ipc()
     finally:
         os.close(ruleset)
     os.environ.update(TMPDIR=folder, HOME=folder)
     tempfile.tempdir = folder
     return folder
+
+
+def deny_unmeasured_ipc() -> bool:
+    """A seccomp filter (EPERM): shmget, shmat, semget, msgget and mq_open (the ranks of a test share an
+    IPC namespace); IPv4/IPv6 sockets other than TCP (UDP would carry data the grader does not count);
+    every system call of another ABI (i386, x32). False where this machine's numbers are not known here."""
+    import platform
+    known = SECCOMP.get(platform.machine())
+    if known is None:
+        return False
+    arch, numbers, socket_nr, other_abi = known
+    allow, deny = 0x7FFF0000, 0x00050000 | 1                  # SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO | EPERM
+    prog = [("ld", 4), ("jeq", arch, "native", "deny"), "native", ("ld", 0)]     # seccomp_data: nr 0, arch 4
+    prog += [("jge", other_abi, "deny", None)] if other_abi else []
+    prog += [("jeq", nr, "deny", None) for nr in numbers]
+    prog += [("jeq", socket_nr, None, "allow"), ("ld", 16)]                      # socket(domain, type, ...)
+    prog += [("jeq", 2, "inet", None), ("jeq", 10, "inet", "allow"), "inet", ("ld", 24), ("and", 0xF),
+             ("jeq", 1, "allow", "deny"), "allow", ("ret", allow), "deny", ("ret", deny)]
+    filters = _assemble(prog)
+    fprog = _SockFprog(len(filters), ctypes.cast(filters, ctypes.c_void_p))
+    if _libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0) != 0:
+        _check(-1, "prctl(PR_SET_SECCOMP)")
+    return True
+
+
+def _assemble(prog: list):
+    """Classic BPF from ("ld", offset), ("and", k), ("ret", k), (jeq|jge, k, label if true, label if
+    false) with None for the next instruction, and label strings."""
+    codes = {"ld": 0x20, "and": 0x54, "ret": 0x06, "jeq": 0x15, "jge": 0x35}
+    where, n = {}, 0
+    for item in prog:
+        if isinstance(item, str):
+            where[item] = n
+        else:
+            n += 1
+    out, i = [], 0
+    for item in prog:
+        if isinstance(item, str):
+            continue
+        op, k, *jumps = item
+        jt, jf = [0 if j is None else where[j] - i - 1 for j in jumps] if jumps else (0, 0)
+        out.append(_SockFilter(codes[op], jt, jf, k))
+        i += 1
+    return (_SockFilter * len(out))(*out)
+
+
+class _SockFilter(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint16), ("jt", ctypes.c_uint8), ("jf", ctypes.c_uint8), ("k", ctypes.c_uint32)]
+
+
+class _SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_uint16), ("filter", ctypes.c_void_p)]
 
 
 def _open_descriptors() -> list[int]:
@@ -138,7 +197,7 @@ def _is_open(fd: int) -> bool:
         return False
 
 
-def _rules(folder: str, rights: int):
+def _rules(folder: str, rights: int, shared: tuple[str, ...] = ()):
     """(path, rights) pairs: read-only trees, this process's own /proc entry, devices, its folder."""
     reads = list(READ_TREES) + [sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
                                 os.path.dirname(os.path.realpath(sys.executable)), os.getcwd()]
@@ -151,7 +210,8 @@ def _rules(folder: str, rights: int):
     for pattern in DEVICES:
         for path in glob.glob(pattern):
             yield path, READ_FILE | WRITE_FILE | (IOCTL_DEV & rights)
-    yield folder, rights & ~(MAKE_SOCK | MAKE_FIFO | MAKE_CHAR | MAKE_BLOCK)
+    for path in (folder, *shared):
+        yield path, rights & ~(MAKE_SOCK | MAKE_FIFO | MAKE_CHAR | MAKE_BLOCK)
 
 
 def _allow(ruleset: int, path: str, allowed: int) -> None:

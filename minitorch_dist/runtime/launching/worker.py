@@ -194,14 +194,15 @@ def make_world(rank: int, world_size: int, spec: dict):
     return backend, store, tracker
 
 
-def isolate(keep: tuple[int, ...] = ()) -> None:
+def isolate(keep: tuple[int, ...] = (), shared: tuple[str, ...] = ()) -> None:
     """In a grading (isolation.VAR set), a Landlock domain of this rank's own before any code under
     test runs; a rank that cannot get one ends here, never running that code unconfined. `keep`:
-    inherited descriptors the rank needs (all others are closed)."""
+    inherited descriptors the rank needs (all others are closed); `shared`: folders it writes beside
+    its siblings (isolation.isolate_rank)."""
     from . import isolation
     if isolation.wanted():
         try:
-            isolation.isolate_rank(keep)
+            isolation.isolate_rank(keep, shared)
         except OSError as exc:
             print(f"rank isolation failed: {exc}", file=sys.stderr, flush=True)
             os._exit(3)
@@ -218,7 +219,9 @@ def forked_main(rank: int, world_size: int, address, authkey: bytes, spec: dict)
 def _mpi_main() -> None:
     """Entry point under mpiexec: python -m minitorch_dist.runtime.launching.worker HOST PORT SPEC."""
     import json
-    isolate(keep=tuple(int(os.environ[v]) for v in ("PMI_FD",) if os.environ.get(v, "").isdigit()))
+    pmi = os.environ.get("PMI_FD", "")             # MPI_Init's link to the process manager
+    # /dev/shm stays writable: MPICH's init maps every local rank's segment there (open to mpi ranks)
+    isolate(keep=(int(pmi),) if pmi.isdigit() else (), shared=("/dev/shm",))
     from ..transports.mpi_progress import _mpi
     MPI = _mpi()
     host, port, spec = sys.argv[1], int(sys.argv[2]), json.loads(sys.argv[3])
