@@ -3,6 +3,7 @@ processes), and the cross-check of the runtime's counters against them."""
 
 import os
 import shutil
+import time
 import sys
 
 import pytest
@@ -242,3 +243,34 @@ def test_what_ranks_receive_from_the_store_is_measured_and_bounded(measured):
     assert len(problems) == 4 and "a run without sub-groups receives nothing there" in problems[0], problems
     res = launch(store_use, 4, args=(sizes, SLACK * len(sizes) + 1))
     assert len(store_problems(res.wire, joined)) == 4, res.wire.store
+
+
+def store_through_helper(group):
+    """Rank 0 reads rank 1's value through a store client of a process it forked and let go of (no
+    longer below it: the rank's traffic leaves it out), which hands the value back through a pipe."""
+    import torch.distributed as dist
+    store = group._backend._store
+    if group.rank == 1:
+        store.set("helper/1", "7" * 500)
+        return ""
+    read, write = os.pipe()
+    if os.fork() == 0:
+        if os.fork() == 0:
+            time.sleep(0.5)                       # its parent has exited: it is no rank's descendant now
+            client = dist.TCPStore(store.host, store.port, is_master=False)
+            os.write(write, client.get("helper/1"))
+            time.sleep(2)                         # still connected when the run ends
+        os._exit(0)
+    os.close(write)
+    got = b""
+    while len(got) < 500:
+        got += os.read(read, 500)
+    return got.decode()
+
+
+def test_a_store_client_no_rank_holds_counts_against_every_rank(measured):
+    """What a store client of no rank's process received counts against every rank. About 3 s."""
+    from minitorch_dist.runtime.observe.store_check import store_problems
+    res = launch(store_through_helper, 2)
+    assert res[0] == "7" * 500 and min(res.wire.store) >= 500, res.wire.store
+    assert len(store_problems(res.wire, None)) == 2

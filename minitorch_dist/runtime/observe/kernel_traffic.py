@@ -15,7 +15,7 @@ each byte once, where bytes_sent counts a retransmission again, and a loaded mac
 loopback packets). Only TCP connections whose two ends both belong to rank processes (or processes
 they forked) count, so the ranks' traffic with the launcher (task, replies, the rendezvous store) is
 left out and a side channel the ranks open between themselves is counted. What each rank receives
-from the store is counted apart (received_from; store_check.py bounds it: the store is a channel too).
+from the store, by any process of theirs, is counted apart (received_from; store_check.py bounds it).
 
 Connections opened and closed within the run (a sub-group's: `group.subgroup(...)` opens gloo
 connections that the run's end closes before the ranks reply) are gone from the second dump. The
@@ -252,16 +252,31 @@ class DestroyListener:
         self.sock.close()
 
 
-def received_from(before: Snapshot, after: Snapshot, port: int, world_size: int) -> list[int]:
-    """Bytes each rank received between two snapshots on its connections to `port` (the job's store:
-    its server listens there, in the launcher), whichever address they reach it on."""
-    out = [0] * world_size
+def _v4(address: tuple) -> tuple:
+    """An IPv4-mapped IPv6 address (::ffff:a.b.c.d, port) as the IPv4 one."""
+    return (address[0][7:], address[1]) if address[0].startswith("::ffff:") else address
+
+
+def received_from(before: Snapshot, after: Snapshot, server: set[int], port: int, world_size: int) -> list[int]:
+    """Bytes received between two snapshots by the clients of the server on `port` whose sockets
+    (`server`: the inodes of the process that serves it, the launcher's; the job's store) are the far
+    ends: per rank, plus what clients no rank holds received (a process the rank forked and let go of)
+    added to every rank. The launcher's own client (in `server`) is left out. A client may be an IPv6
+    socket whose ends are IPv4-mapped (torch's are): both ends are matched as IPv4."""
+    by_end = {(_v4(s.local), _v4(s.remote)): inode for inode, s in after.sockets.items() if inode > 0}
+    out, unowned = [0] * world_size, 0
     for inode, sock in after.sockets.items():
+        peer = by_end.get((_v4(sock.remote), _v4(sock.local)))
+        if inode <= 0 or inode in server or peer not in server or sock.remote[1] != port:
+            continue
+        old = before.sockets.get(inode)
+        got = sock.received - (old.received if old and old.cookie == sock.cookie else 0)
         rank = after.owner.get(inode, before.owner.get(inode))
-        if rank is not None and inode > 0 and sock.remote[1] == port:
-            old = before.sockets.get(inode)
-            out[rank] += sock.received - (old.received if old and old.cookie == sock.cookie else 0)
-    return out
+        if rank is None:
+            unowned += got
+        else:
+            out[rank] += got
+    return [got + unowned for got in out]
 
 
 def closed_bytes(before: Snapshot, after: Snapshot, freed: dict[int, Sock], port: int | None = None) -> int:

@@ -165,7 +165,8 @@ class RunMeter:
             wire = Wire(between(self.before, after, len(self.roots)))
             wire.closed = self._closed(after)
             if self.store_port is not None:
-                wire.store = received_from(self.before, after, self.store_port, len(self.roots))
+                wire.store = received_from(self.before, after, socket_inodes(os.getpid()), self.store_port,
+                                           len(self.roots))
                 wire.store_closed = closed_bytes(self.before, after, self.freed.freed, self.store_port) \
                     if self.freed is not None and self.freed.complete else None
             return wire
