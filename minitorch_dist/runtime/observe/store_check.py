@@ -10,8 +10,8 @@ out), so a rank could set its input in the store, get every other rank's, comput
 locally and send the algorithm's messages with dummy payloads: right values, right traffic.
 
 What closes it: run_meter.RunMeter counts, per rank, the bytes it received on its connections to the
-store's port (Wire.store; connections to it opened and closed during the run: Wire.store_closed,
-not told apart by rank, so counted against every rank). A rank learns nothing from the store
+store's server (Wire.store; a client no rank's process holds, and connections to it opened and
+closed during the run, Wire.store_closed, are not told apart by rank: counted against every rank). A rank learns nothing from the store
 without receiving bytes, whatever it sends there. A correct run receives nothing there once the
 world is up (before the meter's first count: launch() waits for it): the board's writes get no
 answer, and it is read only once a deadline expired (the run then fails anyway). Only a sub-group's
