@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from assignments.common import case_suites
 from assignments.hw2.tests.hw2_checks import PS_SLACK_BYTES
-from assignments.hw2.tests.hw2_harness import HW2_LAUNCH, Case
+from assignments.hw2.tests.hw2_harness import HW2_LAUNCH, Case, moshpit_subgroups
 from assignments.hw2.tests.hw2_inputs import make_inputs
 from assignments.hw2.tests.hw2_ranks import run_cases_on_rank
 from assignments.hw2.tests.hw2_setup import build_model
@@ -55,6 +55,6 @@ def per_step_traffic(case: Case, p: int) -> bool:
 
 # Every collective of these cases reduces float32 (the models' gradients and parameters): the kernel's upper
 # bound on a reduction allows no widened dtype (widest=1), so an all_reduce done twice and counted once shows.
-STEP_WIRE = {"check_wire": True, "apart": per_step_traffic, "widest": 1,
+STEP_WIRE = {"check_wire": True, "apart": per_step_traffic, "widest": 1, "subgroups": moshpit_subgroups,
              "counted": case_suites.counted_by(STEP_COUNTED, _snapshots, besides=besides_steps, slack=_header_room)}
 _, StepSuite = case_suites.bind(run_cases_on_rank, make_inputs=make_inputs, **STEP_WIRE, **HW2_LAUNCH)
