@@ -11,17 +11,18 @@ locally and send the algorithm's messages with dummy payloads: right values, rig
 
 What closes it: run_meter.RunMeter counts, per rank, the bytes it received on its connections to the
 store's server (Wire.store; a client no rank's process holds, and connections to it opened and
-closed during the run, Wire.store_closed, are not told apart by rank: counted against every rank).
-A rank learns nothing from the store without receiving bytes, whatever it sends there. A correct run receives nothing there once the
-world is up (before the meter's first count: launch() waits for it): the board's writes get no
-answer, and it is read only once a deadline expired (the run then fails anyway). Only a sub-group's
-rendezvous reads it: gloo's members exchange their addresses, measured (torch 2.13, gloo over
-loopback, groups of k = 1..8 ranks, the same every time): 8 k^2 + 164 k B to each member, as
-rendezvous_bytes(k) says. The bound of a rank is the sum over the sub-groups the harness declares
-for the launch (known in the grading process from the cases, never from the ranks' counts), each
-with SLACK bytes more; no declared sub-group: 0 B. mpi ranks create sub-groups through MPI (no
-store bytes) but hold the same clients, so the same bound holds there. Not covered: mpiexec's own
-channel (PMI: MPI_Publish_name, or PMI-1 put/get on PMI_FD, through hydra off TCP; autograder/README.md).
+closed during the run, Wire.store_closed, are not told apart by rank: counted against every rank). A
+rank learns nothing from the store without receiving bytes, whatever it sends there. A correct run
+receives nothing there once the world is up (before the meter's first count: launch() waits for it):
+the board's writes get no answer, and it is read only once a deadline expired (the run then fails
+anyway). Only a sub-group's rendezvous reads it: gloo's members exchange their addresses, measured
+(torch 2.13, gloo over loopback, groups of k = 1..8 ranks, the same every time): 8 k^2 + 164 k B to
+each member, as rendezvous_bytes(k) says. The bound of a rank is the sum over the sub-groups the
+harness declares for the launch (known in the grading process from the cases, never from the ranks'
+counts), each with SLACK bytes more; no declared sub-group: 0 B. mpi ranks create sub-groups through
+MPI (no store bytes) but hold the same clients, so the same bound holds there. Not covered:
+mpiexec's own channel (PMI: MPI_Publish_name, or PMI-1 put/get on PMI_FD, through hydra off TCP;
+autograder/README.md).
 """
 
 from __future__ import annotations
