@@ -279,13 +279,18 @@ def received_from(before: Snapshot, after: Snapshot, server: set[int], port: int
     return [got + unowned for got in out]
 
 
-def closed_bytes(before: Snapshot, after: Snapshot, freed: dict[int, Sock], port: int | None = None) -> int:
+def served_at(sockets: dict[int, Sock], server: set[int], port: int) -> set[tuple]:
+    """The addresses (IPv4 where mapped) on which the process holding `server` serves `port`."""
+    return {_v4(sockets[i].local) for i in server if i in sockets and sockets[i].local[1] == port}
+
+
+def closed_bytes(before: Snapshot, after: Snapshot, freed: dict[int, Sock], to: set | None = None) -> int:
     """Bytes received, between two snapshots, by sockets closed meanwhile: those the kernel freed
-    (`freed`, by cookie) and those no process holds in `after` (shutting down); with `port`, only
-    connections to that port (their client ends)."""
+    (`freed`, by cookie) and those no process holds in `after` (shutting down); with `to`, only
+    client ends of connections to those addresses (served_at)."""
     old = {s.cookie: s.received for s in before.sockets.values() if s.cookie}
-    final = {key: s for key, s in freed.items() if port is None or s.remote[1] == port}
+    final = {key: s for key, s in freed.items() if to is None or _v4(s.remote) in to}
     for key, s in after.sockets.items():
-        if key < 0 and s.cookie not in final and (port is None or s.remote[1] == port):
+        if key < 0 and s.cookie not in final and (to is None or _v4(s.remote) in to):
             final[s.cookie] = s
     return sum(max(0, s.received - old.get(cookie, 0)) for cookie, s in final.items())

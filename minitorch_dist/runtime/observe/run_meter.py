@@ -15,7 +15,7 @@ import os
 import time
 
 from .kernel_traffic import (DestroyListener, Snapshot, available, between, closed_bytes, namespace_octets,
-                             received_from, snapshot, socket_inodes, tcp_sockets, unseen_bytes)
+                             received_from, served_at, snapshot, socket_inodes, tcp_sockets, unseen_bytes)
 
 VAR = "MINITORCH_DIST_KERNEL_TRAFFIC"         # "1": launch() measures gloo and mpi runs (the autograder sets it)
 PRIVATE_NETNS_VAR = "MINITORCH_DIST_PRIVATE_NETNS"   # "1": this network namespace holds one run at a time
@@ -165,9 +165,10 @@ class RunMeter:
             wire = Wire(between(self.before, after, len(self.roots)))
             wire.closed = self._closed(after)
             if self.store_port is not None:
-                wire.store = received_from(self.before, after, socket_inodes(os.getpid()), self.store_port,
-                                           len(self.roots))
-                wire.store_closed = closed_bytes(self.before, after, self.freed.freed, self.store_port) \
+                server = socket_inodes(os.getpid())              # the store's server: this process
+                wire.store = received_from(self.before, after, server, self.store_port, len(self.roots))
+                wire.store_closed = closed_bytes(self.before, after, self.freed.freed,
+                                                 served_at(after.sockets, server, self.store_port)) \
                     if self.freed is not None and self.freed.complete else None
             return wire
         except OSError:
