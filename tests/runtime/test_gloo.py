@@ -110,6 +110,30 @@ def test_rank_that_exits_or_is_killed(fn, rank, words, no_leftover_processes):
     assert info.value.rank == rank and words in str(info.value), str(info.value)
 
 
+def test_a_rank_that_dies_in_its_task_before_the_launcher_reads_its_ready_is_the_runs_failure(
+        monkeypatch, no_leftover_processes):
+    """A loaded launcher can be slow to read a new pool's "ready" messages: rank 0 said it was ready,
+    took its task and was killed before the launcher looked. That is the run's failure (killed by
+    SIGKILL while running the function), not "exited while starting" (seen under load in a CI run)."""
+    from minitorch_dist.runtime.launching import pool as pool_module
+    real_wait, first = pool_module.wait, [True]
+
+    def slow_wait(conns, timeout=None):
+        if first[0]:                      # the first look comes late: rank 0 is dead by then
+            first[0] = False
+            deadline = time.monotonic() + 60
+            while not real_wait(conns, 0.05) and time.monotonic() < deadline:
+                pass
+            time.sleep(2.0)
+            return []
+        return real_wait(conns, timeout)
+
+    monkeypatch.setattr(pool_module, "wait", slow_wait)
+    with pytest.raises(RankError) as info:
+        launch(_killed, 2)
+    assert info.value.rank == 0 and "killed by signal SIGKILL" in str(info.value), str(info.value)
+
+
 def _mismatch(group, shape, dtype, sent):
     if group.rank == 0:
         group.send(torch.zeros(sent), 1)

@@ -93,9 +93,10 @@ class Pool:
         self._mpiexec, self._log, self.mpi_env = mpi_start.start(self.world_size, spec, address,
                                                                  self._authkey.hex(), self.host)
 
-    def _startup_failure(self) -> str | None:
+    def _startup_failure(self, ranks=None) -> str | None:
+        """Why the start failed: a rank of `ranks` (default all) or mpiexec exited; None if not."""
         for rank, p in enumerate(self._procs):
-            if p.exitcode is not None:
+            if p.exitcode is not None and (ranks is None or rank in ranks):
                 return f"rank {rank} exited with code {p.exitcode} while starting"
         if self._mpiexec is not None and self._mpiexec.poll() is not None:
             return (f"mpiexec exited with code {self._mpiexec.returncode} while starting:\n"
@@ -127,12 +128,20 @@ class Pool:
         """Return once every rank has built its world group (at once after the first run). A new
         pool's first tasks may go out before: each rank reads its own once it is ready."""
         while self._unready:
-            problem = self._startup_failure()
-            if problem or time.monotonic() > self._ready_by:
+            self._read_ready(0.05)
+            problem = self._startup_failure(self._unready) if self._unready else None
+            if problem:         # read again: a rank that said it was ready and then ended in its task
+                self._read_ready(0)     # is the run's failure, not the start's
+                problem = self._startup_failure(self._unready) if self._unready else None
+            if problem or (self._unready and time.monotonic() > self._ready_by):
                 raise LaunchError(f"could not start {self.world_size} {self.backend} ranks: "
                                   f"{problem or 'timed out building the process group'}")
-            for conn in wait([self.conns[r] for r in self._unready], timeout=0.05):
-                rank = self.conns.index(conn)        # a ready rank's next message is its reply: left unread
+
+    def _read_ready(self, timeout: float) -> None:
+        """Take the "ready" (and output) messages the unready ranks have sent within `timeout` seconds."""
+        for conn in wait([self.conns[r] for r in self._unready], timeout=timeout):
+            rank = self.conns.index(conn)        # a ready rank's next message is its reply: left unread
+            while rank in self._unready and conn.poll(0):
                 msg = self.recv(conn)
                 if msg is None:
                     raise LaunchError(f"could not start {self.world_size} {self.backend} ranks: "
