@@ -1,19 +1,21 @@
-"""Simulator cases count only beside the same task's passing cases on real processes.
+"""Simulator and mpiexec cases count only beside the same task's passing cases on gloo.
 
-    @pytest.mark.bound_to("test_naive_all_reduce")           # on a hidden test that runs on sim
+    @pytest.mark.bound_to("test_naive_all_reduce")           # on a hidden test that runs on sim or mpi
     def test_naive_all_reduce_on_sim(p): ...
 
 On the sim backend every rank is a thread of one sandboxed process: it holds every rank's input,
-and its clock, counters and trace are the submission's to write. So a sim case is no evidence
-alone that the code communicates: code that skips its messages and reads the other threads' values
-would pass it. A test marked `bound_to(name, ...)` earns a case only where every case of the named
-tests (gloo or mpi, whose inputs each rank process gets alone and whose traffic the kernel counts)
-of the same task passed in this grading; a case without a task asks the same of every case of the
-named tests. Selecting a bound test selects what it is bound to (`with_bound`), and `apply` turns a
-bound case that passed into a failure that names the test it rests on, before the rubric's entries
-are made. Timing on sim (a bubble, a number of rounds) stays the sandbox's clock: code that passes
-on real processes and writes the clock on sim is not caught here (the static scan flags clock writes
-for the instructor).
+and its clock, counters and trace are the submission's to write. Under mpiexec each rank keeps a
+channel to mpiexec's proxy (PMI: name publishing, put and get) that the kernel's byte count of the
+ranks' TCP connections does not see, and MPI's init needs it. So a case on either is no evidence
+alone that the code communicates: code that skips its messages and gets the other ranks' values
+another way would pass it. A test marked `bound_to(name, ...)` earns a case only where every case
+of the named gloo tests (whose ranks each get their own input alone, in a Landlock domain of their
+own, and whose traffic the kernel counts) of the same task passed in this grading; a case without a
+task asks the same of every case of the named tests. Selecting a bound test selects what it is
+bound to (`with_bound`), and `apply` turns a bound case that passed into a failure that names the
+test it rests on, before the rubric's entries are made. Timing on sim (a bubble, a number of rounds)
+stays the sandbox's clock: code that passes on gloo and writes the clock on sim is not caught here
+(the static scan flags clock writes for the instructor).
 """
 
 from __future__ import annotations
@@ -65,5 +67,5 @@ def apply(tests: list[GradedTest]) -> None:
             why = (f"{len(lost)} case(s) of {', '.join(names)} did not pass (see their feedback)" if names else
                    f"none of {', '.join(test.bound_to)} ran in this grading")
             test.outcomes[case] = {**outcome, "outcome": "failed", "message": (
-                "This case ran on the simulator, where every rank is a thread of one process: it counts only "
-                f"when the same task passes on real processes, and {why}.")}
+                "This case ran on sim (every rank a thread of one process) or under mpiexec (whose PMI channel "
+                f"the grader cannot count): it counts only when the same task passes on gloo, and {why}.")}

@@ -15,6 +15,7 @@ CASES = [pytest.param("bucketed", marks=pytest.mark.task2_4, id="bucketed"),
          pytest.param("push_sum", marks=pytest.mark.task2_6, id="push_sum")]
 
 
+@pytest.mark.bound_to("test_ddp_how_gradients_are_averaged", "test_ring_gossip_step", "test_push_sum_step_is_exact")
 @pytest.mark.mpi
 @pytest.mark.points(3)
 @pytest.mark.time_limit(120)

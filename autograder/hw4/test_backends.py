@@ -21,6 +21,9 @@ def test_on_sim_at_tp_size_6(task):
     judge(SIM.outcomes(SIM_WORLD_SIZE, SIM_KINDS[task]), result_problems, comm_problems)
 
 
+@pytest.mark.bound_to("test_mlp_attention_and_block_match_dense",
+                      "test_embedding_and_cross_entropy_match_dense_with_three_all_reduces",
+                      "test_two_layer_model_loss_and_gradients_match_dense")
 @pytest.mark.mpi
 @pytest.mark.points(3)
 @pytest.mark.time_limit(120)

@@ -27,6 +27,8 @@ def test_bubble_on_sim(task):
     judge([o for p in SIM_SIZES for o in SIM.outcomes(p, KINDS[task])], timing_problems, *TRAINING_CHECKS[:2])
 
 
+@pytest.mark.bound_to("test_gpipe_matches_one_process_forwards_then_backwards",
+                      "test_one_f_one_b_matches_one_process_in_order_with_p_alive")
 @pytest.mark.mpi
 @pytest.mark.points(4)
 @pytest.mark.time_limit(120)

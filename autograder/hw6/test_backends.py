@@ -18,6 +18,7 @@ def test_fsdp_prefetch_on_sim():
     judge(SIM.outcomes(3, "fsdp_prefetch"), *CHECKS)
 
 
+@pytest.mark.bound_to("test_fsdp_checkpointing")
 @pytest.mark.task6_4
 @pytest.mark.points(1)
 def test_fsdp_checkpointing_on_mpi():

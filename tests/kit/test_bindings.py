@@ -1,4 +1,4 @@
-"""Simulator cases count only beside the same task's passing cases on real processes (autograder/bindings.py).
+"""Sim and mpiexec cases count only beside the same task's passing cases on gloo (autograder/bindings.py).
 
 The unit tests build GradedTests by hand; the grading test hands in hw1's reference naive all-reduce
 made to fail everywhere but on sim (what skipping the messages and reading the other threads' values
@@ -35,7 +35,7 @@ def test_a_sim_case_counts_only_where_its_tasks_real_process_cases_all_pass():
     bindings.apply([real, sim])
     assert outcomes(sim) == ["passed", "failed"]
     message = sim.outcomes[sim.cases[1]]["message"]
-    assert "1 case(s) of test_real did not pass" in message and "simulator" in message
+    assert "1 case(s) of test_real did not pass" in message and "sim" in message
     assert outcomes(real) == ["passed", "passed", "failed"]            # the real-process test is left alone
 
 
@@ -68,5 +68,5 @@ def test_an_all_reduce_right_only_on_sim_scores_nothing_there(tmp_path):
     tests = by_name(results)
     assert tests["test_naive_all_reduce"]["score"] == 0, tests["test_naive_all_reduce"]["output"][-2000:]
     sim = tests["test_naive_all_reduce_on_sim"]
-    assert sim["score"] == 0 and "counts only when the same task passes on real processes" in sim["output"]
+    assert sim["score"] == 0 and "counts only when the same task passes on gloo" in sim["output"]
     assert "8 case(s) of test_naive_all_reduce did not pass" in sim["output"], sim["output"][-2000:]
