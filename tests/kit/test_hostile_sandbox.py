@@ -142,7 +142,9 @@ def test_ipc_objects_and_links_in_place_of_the_host_output_leave_and_reveal_noth
     results = run(sub, only="1.4|1.7", namespaces=namespaces)
     text = all_outputs(results) + json.dumps(results)
     assert results["score"] == 0 and "ATTACK-DONE: IPC" in text and "ATTACK-DONE: HOSTOUT" in text, text[-2000:]
-    assert "ATTACK-IPC-MADE: shm" in text and not re.search(r"ATTACK-IPC-MADE: shm -1\b", text), text[-2000:]
+    refused = re.search(r"ATTACK-IPC-MADE: shm -1\b", text)         # the isolation layer's seccomp filter
+    assert "ATTACK-IPC-MADE: shm" in text, text[-2000:]
+    assert bool(refused) == results["extra_data"]["sandbox"]["isolation"].startswith("active"), text[-2000:]
     assert results["extra_data"]["sandbox"]["ipc"].startswith("active" if namespaces else "unavailable")
     assert HIDDEN_TEXT not in text, "a hidden test file reached the feedback"
     assert "Internal grader error" not in text and time.monotonic() - t0 < 60, text[-2000:]

@@ -46,15 +46,16 @@ def _probe(group, outside: str):
     pids = torch.zeros(2, dtype=torch.int64)
     pids[me] = os.getpid()
     group.all_reduce(pids)                          # gloo, through the measured sockets: still works
-    found = {"tmpdir_is_own": os.environ["TMPDIR"] != outside and os.path.basename(os.environ["TMPDIR"]).startswith("rank")}
+    mine = os.environ["TMPDIR"]
+    found = {"tmpdir_is_own": mine != outside and os.path.basename(mine).startswith("rank")}
     with open(os.path.join(os.environ["TMPDIR"], "mine"), "w") as f:
         found["own_folder_writable"] = f.write("x") == 1
     attempts = {"sibling_mem": lambda: open(f"/proc/{int(pids[peer])}/mem", "rb"),
                 "sibling_status": lambda: open(f"/proc/{int(pids[peer])}/status", "rb"),
                 "write_outside": lambda: open(os.path.join(outside, f"leak{me}"), "w"),
                 "write_tmp": lambda: open(f"/tmp/isolation-leak-{os.getpid()}", "w"),
-                "fifo_in_own": lambda: os.mkfifo(os.path.join(os.environ["TMPDIR"], "fifo")),
-                "socket_file_in_own": lambda: socket.socket(socket.AF_UNIX).bind(os.path.join(os.environ["TMPDIR"], "s")),
+                "fifo_in_own": lambda: os.mkfifo(os.path.join(mine, "fifo")),
+                "socket_file_in_own": lambda: socket.socket(socket.AF_UNIX).bind(os.path.join(mine, "s")),
                 "sibling_vm_readv": lambda: _vm_read(int(pids[peer]), id(sys)),
                 "udp_socket": lambda: socket.socket(socket.AF_INET, socket.SOCK_DGRAM),
                 "sysv_shm": lambda: _sysv_shm(),
@@ -72,7 +73,9 @@ def _probe(group, outside: str):
     return found
 
 
+@pytest.mark.slow
 def test_a_rank_reaches_nothing_of_its_siblings_and_still_runs(tmp_path, monkeypatch):
+    """2 gloo ranks; each also starts a fresh interpreter that imports torch (about 5 s on 2 idle cores)."""
     outside = str(tmp_path)
     monkeypatch.setenv("TMPDIR", outside)
     monkeypatch.setenv(isolation.VAR, "1")
@@ -83,8 +86,8 @@ def test_a_rank_reaches_nothing_of_its_siblings_and_still_runs(tmp_path, monkeyp
         shutdown()
     for rank in found:
         assert rank["tmpdir_is_own"] and rank["own_folder_writable"], rank
-        for name in ("sibling_mem", "sibling_vm_readv", "sibling_status", "udp_socket", "sysv_shm", "write_outside", "write_tmp", "fifo_in_own",
-                     "socket_file_in_own", "sibling_abstract"):
+        for name in ("sibling_mem", "sibling_vm_readv", "sibling_status", "udp_socket", "sysv_shm", "write_outside",
+                     "write_tmp", "fifo_in_own", "socket_file_in_own", "sibling_abstract"):
             assert rank[name] in ("EACCES", "EPERM"), (name, rank)
         assert rank["fresh_torch"] == "2.0", rank
     assert not [n for n in os.listdir(outside) if n.startswith("leak")]
@@ -102,6 +105,7 @@ def _mpi_rank(group, outside: str):
 
 
 @pytest.mark.mpi
+@pytest.mark.slow
 @pytest.mark.skipif(MPIRUN is None, reason="no mpirun")
 def test_mpiexec_ranks_are_isolated_too(tmp_path, monkeypatch):
     """mpiexec's ranks (fresh interpreters: the domain is made first thing in worker._mpi_main) run

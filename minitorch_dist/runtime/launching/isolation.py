@@ -15,8 +15,10 @@ rank:
   create    no socket file and no FIFO anywhere (pathname unix sockets cannot be bound)
   ptrace    nothing outside its own domain (so no sibling's, rank host's or launcher's memory)
   scope     (ABI 6) no abstract unix socket and no signal outside its own domain
-TCP (gloo, MPI's netmod, the launcher's link, the store) is not restricted. Standard library only:
-the grader loads this file by itself (autograder.session) to state the layer.
+and a seccomp filter refuses System V IPC, message queues and IP sockets other than TCP (none is a
+file; UDP would carry data that the kernel's traffic count leaves out). Inherited descriptors are
+closed first. TCP (gloo, MPI's netmod, the launcher's link, the store) is not restricted. Standard
+library only: the grader loads this file by itself (autograder.session) to state the layer.
 """
 
 from __future__ import annotations
@@ -70,7 +72,8 @@ def abi() -> tuple[int, str]:
     if version > 0:
         return int(version), ""
     err = ctypes.get_errno()
-    return 0, f"landlock_create_ruleset refused ({os.strerror(err)}: the kernel lacks Landlock, or it is off or filtered)"
+    return 0, (f"landlock_create_ruleset refused ({os.strerror(err)}: the kernel lacks Landlock, or it is off "
+               f"or filtered)")
 
 
 def handled_fs(version: int) -> int:
@@ -91,8 +94,9 @@ def layer() -> str:
               "abstract unix sockets and signals NOT scoped (Landlock ABI < 6)")
     return (f"active: Landlock ABI {version}, a domain per rank process: it writes only its own folder, reads "
             f"no other rank's folder or /proc/PID, binds no socket file or FIFO, ptraces nothing outside "
-            f"itself; {scopes}; inherited descriptors closed; System V IPC, message queues and non-TCP IP sockets refused (seccomp). Not closed: mpi ranks share /dev/shm (MPICH's "
-            f"segments) and can start processes outside their domains (MPI_Comm_spawn)")
+            f"itself; {scopes}; inherited descriptors closed; System V IPC, message queues and IP sockets "
+            f"other than TCP refused (seccomp). Not closed: mpi ranks share /dev/shm (MPICH's segments) and "
+            f"can start processes outside their domains (MPI_Comm_spawn)")
 
 
 def isolate_rank(keep: tuple[int, ...] = (), shared: tuple[str, ...] = ()) -> str:
@@ -120,6 +124,9 @@ def isolate_rank(keep: tuple[int, ...] = (), shared: tuple[str, ...] = ()) -> st
                      "landlock_create_ruleset")
     try:
         for path, allowed in _rules(folder, rights, shared):
+            if allowed == READ and folder.startswith(path.rstrip(os.sep) + os.sep):
+                raise OSError(f"the ranks' folders ({os.path.dirname(folder)}) lie in {path}, which every "
+                              f"rank may read")
             _allow(ruleset, path, allowed)
         if _libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
             _check(-1, "prctl(PR_SET_NO_NEW_PRIVS)")
