@@ -1,12 +1,13 @@
 """minitorch_dist/runtime/launching/isolation.py: with MINITORCH_DIST_ISOLATE_RANKS=1 (set by the
 autograder) each rank runs in a Landlock domain of its own. It can no longer reach a sibling rank's
-memory, folder or abstract socket, nor write outside its own folder, nor use System V IPC or UDP,
-and still does everything a rank needs: torch (here and in a fresh interpreter it starts), gloo
-collectives over TCP, MPI under mpiexec."""
+memory, folder or abstract socket, nor write outside its own folder, nor use System V IPC or UDP, nor
+set or read a sibling's rlimits or affinity, and still does everything a rank needs: torch (here and
+in a fresh interpreter it starts), gloo collectives over TCP, MPI under mpiexec."""
 
 import ctypes
 import errno
 import os
+import resource
 import socket
 import subprocess
 import sys
@@ -59,6 +60,8 @@ def _probe(group, outside: str):
                 "sibling_vm_readv": lambda: _vm_read(int(pids[peer]), id(sys)),
                 "udp_socket": lambda: socket.socket(socket.AF_INET, socket.SOCK_DGRAM),
                 "sysv_shm": lambda: _sysv_shm(),
+                "sibling_prlimit": lambda: resource.prlimit(int(pids[peer]), resource.RLIMIT_CORE),
+                "sibling_affinity": lambda: os.sched_getaffinity(int(pids[peer])),
                 "sibling_abstract": lambda: own.sendto(b"hi", f"\0isolation-test-{os.getppid()}-{peer}".encode())}
     for name, attempt in attempts.items():
         try:
@@ -67,6 +70,9 @@ def _probe(group, outside: str):
         except OSError as exc:
             found[name] = errno.errorcode.get(exc.errno, str(exc.errno))
     group.all_reduce(torch.ones(1))                 # both tried before either closes its socket
+    resource.setrlimit(resource.RLIMIT_CORE, resource.getrlimit(resource.RLIMIT_CORE))    # its own: allowed
+    found["own_attributes"] = bool(os.sched_getaffinity(0)) and os.sched_getaffinity(os.getpid()) == \
+        os.sched_getaffinity(0) and resource.prlimit(os.getpid(), resource.RLIMIT_CORE) is not None
     fresh = subprocess.run([sys.executable, "-c", "import torch; print(torch.ones(2).sum().item())"],
                            capture_output=True, text=True, timeout=120)
     found["fresh_torch"] = fresh.stdout.strip() or fresh.stderr[-500:]
@@ -87,9 +93,10 @@ def test_a_rank_reaches_nothing_of_its_siblings_and_still_runs(tmp_path, monkeyp
     for rank in found:
         assert rank["tmpdir_is_own"] and rank["own_folder_writable"], rank
         for name in ("sibling_mem", "sibling_vm_readv", "sibling_status", "udp_socket", "sysv_shm", "write_outside",
-                     "write_tmp", "fifo_in_own", "socket_file_in_own", "sibling_abstract"):
+                     "write_tmp", "fifo_in_own", "socket_file_in_own", "sibling_abstract", "sibling_prlimit",
+                     "sibling_affinity"):
             assert rank[name] in ("EACCES", "EPERM"), (name, rank)
-        assert rank["fresh_torch"] == "2.0", rank
+        assert rank["fresh_torch"] == "2.0" and rank["own_attributes"], rank
     assert not [n for n in os.listdir(outside) if n.startswith("leak")]
 
 

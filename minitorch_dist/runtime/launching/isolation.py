@@ -15,8 +15,10 @@ rank:
   create    no socket file and no FIFO anywhere (pathname unix sockets cannot be bound)
   ptrace    nothing outside its own domain (so no sibling's, rank host's or launcher's memory)
   scope     (ABI 6) no abstract unix socket and no signal outside its own domain
-and a seccomp filter refuses System V IPC, message queues and IP sockets other than TCP (none is a
-file; UDP would carry data that the kernel's traffic count leaves out). Inherited descriptors are
+and a seccomp filter refuses System V IPC, message queues, IP sockets other than TCP (none is a
+file; UDP would carry data that the kernel's traffic count leaves out) and setting or reading
+another process's rlimits, affinity, scheduling and priority (a sibling could write them, another
+read them). Inherited descriptors are
 closed first. TCP (gloo, MPI's netmod, the launcher's link, the store) is not restricted. Standard
 library only: the grader loads this file by itself (autograder.session) to state the layer.
 """
@@ -44,6 +46,14 @@ PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 38, 22, 2
 # another ABI of it: x32). System V IPC and message queues are not files: Landlock does not see them
 SECCOMP = {"x86_64": (0xC000003E, [29, 30, 64, 68, 240], 41, 0x40000000),
            "aarch64": (0xC00000B7, [194, 196, 190, 186, 180], 198, None)}
+# Calls that set or read another process's attributes by pid, which a sibling could write and read
+# (x86_64 only, the one machine they were tested on): {number: (the "which" argument's allowed value or
+# None, the pid argument's index)}; allowed only on pid 0 or this process. prlimit64, sched_{set,get}-
+# {affinity,param,scheduler,attr}, sched_rr_get_interval, {get,set}priority (PRIO_PROCESS), ioprio_{get,
+# set} (IOPRIO_WHO_PROCESS)
+BY_PID = {"x86_64": {302: (None, 0), 203: (None, 0), 204: (None, 0), 142: (None, 0), 143: (None, 0),
+                     144: (None, 0), 145: (None, 0), 148: (None, 0), 314: (None, 0), 315: (None, 0),
+                     140: (0, 1), 141: (0, 1), 252: (1, 1), 251: (1, 1)}}
 READ_TREES = ("/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin", "/etc", "/opt", "/sys")
 PROC_FILES = ("cpuinfo", "meminfo", "stat", "filesystems", "sys", "version", "loadavg", "uptime", "driver")
 DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/nvidia*", "/dev/dri/*")
@@ -94,8 +104,8 @@ def layer() -> str:
               "abstract unix sockets and signals NOT scoped (Landlock ABI < 6)")
     return (f"active: Landlock ABI {version}, a domain per rank process: it writes only its own folder, reads "
             f"no other rank's folder or /proc/PID, binds no socket file or FIFO, ptraces nothing outside "
-            f"itself; {scopes}; inherited descriptors closed; System V IPC, message queues and IP sockets "
-            f"other than TCP refused (seccomp). Not closed: mpi ranks share /dev/shm (MPICH's segments) and "
+            f"itself; {scopes}; inherited descriptors closed; System V IPC, message queues, IP sockets other "
+            f"than TCP and another process's rlimits, affinity and priority refused (seccomp). Not closed: mpi ranks share /dev/shm (MPICH's segments) and "
             f"can start processes outside their domains (MPI_Comm_spawn)")
 
 
@@ -142,6 +152,7 @@ def isolate_rank(keep: tuple[int, ...] = (), shared: tuple[str, ...] = ()) -> st
 def deny_unmeasured_ipc() -> bool:
     """A seccomp filter (EPERM): shmget, shmat, semget, msgget and mq_open (the ranks of a test share an
     IPC namespace); IPv4/IPv6 sockets other than TCP (UDP would carry data the grader does not count);
+    the BY_PID calls on another process (its rlimits, affinity, priority: a sibling's to write or read);
     every system call of another ABI (i386, x32). False where this machine's numbers are not known here."""
     import platform
     known = SECCOMP.get(platform.machine())
@@ -152,9 +163,15 @@ def deny_unmeasured_ipc() -> bool:
     prog = [("ld", 4), ("jeq", arch, "native", "deny"), "native", ("ld", 0)]     # seccomp_data: nr 0, arch 4
     prog += [("jge", other_abi, "deny", None)] if other_abi else []
     prog += [("jeq", nr, "deny", None) for nr in numbers]
+    by_pid = BY_PID.get(platform.machine(), {})
+    prog += [("jeq", nr, f"pid{nr}", None) for nr in by_pid]
     prog += [("jeq", socket_nr, None, "allow"), ("ld", 16)]                      # socket(domain, type, ...)
     prog += [("jeq", 2, "inet", None), ("jeq", 10, "inet", "allow"), "inet", ("ld", 24), ("and", 0xF),
-             ("jeq", 1, "allow", "deny"), "allow", ("ret", allow), "deny", ("ret", deny)]
+             ("jeq", 1, "allow", "deny")]
+    for nr, (which, index) in by_pid.items():                                    # args at 16 + 8 i (low half)
+        prog += [f"pid{nr}"] + ([("ld", 16), ("jeq", which, None, "deny")] if which is not None else [])
+        prog += [("ld", 16 + 8 * index), ("jeq", 0, "allow", None), ("jeq", os.getpid(), "allow", "deny")]
+    prog += ["allow", ("ret", allow), "deny", ("ret", deny)]
     filters = _assemble(prog)
     fprog = _SockFprog(len(filters), ctypes.cast(filters, ctypes.c_void_p))
     if _libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0) != 0:
