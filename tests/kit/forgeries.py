@@ -7,11 +7,11 @@ rank combines them locally and sends exactly the naive algorithm's messages with
 so the values and the kernel-measured traffic are both right.
 
 EXCHANGE is that code (the body of a task's region: `x`, `group` and `op` in scope). The way is
-picked by the world size: p = 2, 3 and 8 files, 4 and 5 memory, 6 and 7 sockets. Each call says
+picked by the world size: p = 2, 5 and 8 files, 3 and 6 memory, 4 and 7 sockets. Each call says
 ATTACK-EXCHANGED <way> or ATTACK-BLOCKED <way>, and ATTACK-DONE once it ran.
 """
 
-WAYS = {2: "file", 3: "file", 4: "mem", 5: "mem", 6: "sock", 7: "sock", 8: "file"}
+WAYS = {2: "file", 3: "mem", 4: "sock", 5: "file", 6: "mem", 7: "sock", 8: "file"}
 
 EXCHANGE = '''
 import ctypes as _c, glob as _gl, inspect as _in, os as _o, socket as _so, sys as _y, time as _tm
