@@ -8,4 +8,5 @@
     run_meter.py       one launch's traffic: the ranks' processes found from the launcher's connections
     traffic_check.py   the runtime's counters against those bytes (what the grader checks)
     wire_framing.py    what gloo and MPICH add on the wire besides the payload (traffic_check's figures)
+    store_check.py     what each rank received from the job's store, against what its sub-groups need
 """
