@@ -272,32 +272,6 @@ def test_a_concurrent_grading_cannot_be_sabotaged(tmp_path):
     assert not uids_of(results) & uids_of(victim_results), "two gradings shared a sandbox uid"
 
 
-@pytest.mark.parametrize("homework,task,file,ending,tests", [
-    ("hw1", "1.4", "all_reduce.py", "return x", "test_naive_all_reduce(_on_sim|_messages)?"),
-    ("hw2", "2.2", "ddp.py", "return", "test_ddp_(matches_single_process_and_overlaps|how_gradients_are_averaged|on_sim)"),
-    ("hw3", "3.3", "error_feedback.py", "raise RuntimeError('wrong on purpose')", ".*"),
-    ("hw4", "4.1", "comm.py", "raise RuntimeError('wrong on purpose')", ".*"),
-    ("hw5", "5.3", "one_f_one_b.py", "raise RuntimeError('wrong on purpose')",
-     "test_(one_f_one_b_matches_one_process|on_mpi|contract_warmup_forwards_is_clamped_to_m)"),
-])
-def test_forging_scores_no_more_than_the_wrong_code_on_every_homework(tmp_path, homework, task, file, ending, tests):
-    """The same wrong code with and without the forging attack: the attack never adds a point. On the
-    task's hidden tests of each kind (gloo, sim, mpi, contracts; the other gloo tests of homeworks 1,
-    2 and 5 repeat their kind and took 60-70 s of CPU each there)."""
-    hw = homework.upper()
-    wrong = make_submission(tmp_path / "wrong", {file: insert_after_marker(task, ending, hw)}, homework=homework)
-    forged = make_submission(tmp_path / "forged", {file: insert_after_marker(task, attack("FORGE", ROOT, ending=ending), hw)},
-                             homework=homework)
-    only = re.escape(task) + rf"\b.*: {tests}$"
-    deserved = run(wrong, homework, only=only, jobs=2, suites=None)          # the homework's real suites
-    got = run(forged, homework, only=only, jobs=2, suites=None)
-    assert deserved["score"] < sum(t["max_score"] for t in deserved["tests"]), "the wrong code must lose points"
-    assert got["score"] <= deserved["score"], (got["score"], deserved["score"])
-    assert "ATTACK-DONE: FORGE" in all_outputs(got)
-    assert not SUCCESS.findall(all_outputs(got))
-    assert sandboxed_processes(uids_of(got, deserved)) == []
-
-
 def test_the_attacks_reach_their_targets_without_the_sandbox(tmp_path):
     """The control: with the sandbox off (the rank host runs as the grader's user) the same
     attacks do read the solutions and find writable kit files, so the checks above can fail."""
