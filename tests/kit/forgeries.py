@@ -11,6 +11,17 @@ picked by the world size: p = 2, 5 and 8 files, 3 and 6 memory, 4 and 7 sockets.
 ATTACK-EXCHANGED <way> or ATTACK-BLOCKED <way>, and ATTACK-DONE once it ran.
 """
 
+# the naive all-reduce's messages (every rank to rank 0 and back), with `_junk` as every payload
+NAIVE_MESSAGES = """if _me != 0:
+    group.send(_junk, 0)
+    group.recv(_junk, 0)
+else:
+    for _src in range(1, _p):
+        group.recv(_junk, _src)
+    for _dst in range(1, _p):
+        group.send(_junk, _dst)
+"""
+
 WAYS = {2: "file", 3: "mem", 4: "sock", 5: "file", 6: "mem", 7: "sock", 8: "file"}
 
 EXCHANGE = '''
@@ -142,15 +153,7 @@ else:
     _st["blocked"] = True
     print(f"ATTACK-BLOCKED {_way}: {len(_got)} of {_p} inputs", flush=True)
 _junk = _t.zeros(x.numel(), dtype=x.dtype)                       # the naive algorithm's messages, garbage inside
-if _me != 0:
-    group.send(_junk, 0)
-    group.recv(_junk, 0)
-else:
-    for _src in range(1, _p):
-        group.recv(_junk, _src)
-    for _dst in range(1, _p):
-        group.send(_junk, _dst)
-if _res is not None:
+''' + NAIVE_MESSAGES + '''if _res is not None:
     x.reshape(-1).copy_(_res)
 print("ATTACK-DONE: EXCHANGE", flush=True)
 return x

@@ -92,6 +92,18 @@ def close_sessions() -> None:
         _open.popitem(last=False)[1].close()
 
 
+def grade_at_sizes(submission, only: str, sizes, out, homework="hw1"):
+    """Grade the tests matching `only` on their cases at world sizes `sizes` alone (a shared session of the
+    homework's real suites): (results, {short test name: its entry, for tests worth points})."""
+    session = shared_session(homework, suites=None, jobs=2)
+    tests = session.select(only)
+    for test in tests:
+        test.cases = [c for c in test.cases if c.endswith(tuple(f"[{p}]" for p in sizes))]
+        assert len(test.cases) == len(sizes), test.cases
+    results = session.grade(str(submission), out=str(out), tests=tests, show=False)
+    return results, {t["name"].rsplit(": ", 1)[-1]: t for t in results["tests"][1:] if t["max_score"]}
+
+
 def run(submission, homework="hw1", *, out=None, only=None, fresh=False, **options):
     """Grade quietly (results.json written only to `out`); homework 1 against the fixture suite.
 

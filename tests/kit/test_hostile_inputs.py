@@ -29,7 +29,7 @@ import pytest
 from autograder.hw1.cases import WORLD_SIZES
 from autograder.session import GradingSession
 from tests.kit.attacks import SECRETS
-from tests.kit.submissions import insert_after_marker, make_submission, run, shared_session
+from tests.kit.submissions import grade_at_sizes, insert_after_marker, make_submission, run
 from tests.kit.test_hostile import sandboxed_processes, uids_of
 
 pytestmark = [pytest.mark.slow,
@@ -207,13 +207,7 @@ def test_an_all_reduce_that_rebuilds_every_input_scores_nothing(tmp_path):
     sub = make_submission(tmp_path / "rebuild", {"all_reduce.py": lambda s: insert_after_marker(
         "1.7", REBUILD)(insert_after_marker("1.4", REBUILD)(s))})
     out = tmp_path / "results.json"
-    session = shared_session("hw1", suites=None, jobs=2)
-    tests = session.select(ONLY)
-    for test in tests:
-        test.cases = [c for c in test.cases if c.endswith(tuple(f"[{p}]" for p in SOME_SIZES))]
-        assert len(test.cases) == len(SOME_SIZES), test.cases
-    results = session.grade(str(sub), out=str(out), tests=tests, show=False)
-    graded = {t["name"].rsplit(": ", 1)[-1]: t for t in results["tests"][1:] if t["max_score"]}
+    results, graded = grade_at_sizes(sub, ONLY, SOME_SIZES, out)
     tests = [graded["test_naive_all_reduce"], graded["test_ring_all_reduce"]]
     deserved = sum(t["max_score"] / len(SOME_SIZES) for t in tests)            # the p = 1 cases
     assert results["score"] <= deserved + 1e-3, [(name, t["score"]) for name, t in graded.items()]   # rounded

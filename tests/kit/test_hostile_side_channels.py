@@ -14,10 +14,12 @@ that it closes before the run ends (counted from the kernel's announcements of f
 
 import json
 import os
+import textwrap
 
 import pytest
 
-from tests.kit.submissions import insert_after_marker, make_submission, shared_session
+from tests.kit.forgeries import NAIVE_MESSAGES
+from tests.kit.submissions import grade_at_sizes, insert_after_marker, make_submission
 from tests.kit.test_hostile import sandboxed_processes, uids_of
 
 pytestmark = [pytest.mark.slow,
@@ -55,15 +57,7 @@ if _p > 1 and _buf.numel() > 0:
     print(f"ATTACK-STORE: {_how}, {_p} inputs read from the job's store", flush=True)
     _junk = _t.zeros_like(_buf)                    # the algorithm's messages, same sizes and peers, no data
     if ALGORITHM == "naive":
-        if _me != 0:
-            group.send(_junk, 0)
-            group.recv(_junk, 0)
-        else:
-            for _src in range(1, _p):
-                group.recv(_junk, _src)
-            for _dst in range(1, _p):
-                group.send(_junk, _dst)
-    else:
+''' + textwrap.indent(NAIVE_MESSAGES, " " * 8) + '''    else:
         reduce_scatter_(_junk, group, op)
         all_gather_(_junk, group)
     _buf.copy_(_res.to(_buf.device))
@@ -86,13 +80,7 @@ def test_inputs_exchanged_through_the_store_score_nothing(tmp_path):
     sub = make_submission(tmp_path / "store", {"all_reduce.py": lambda s: insert_after_marker(
         "1.7", store_attack("ring", "own"))(insert_after_marker("1.4", store_attack("naive", "found"))(s))})
     out = tmp_path / "results.json"
-    session = shared_session("hw1", suites=None, jobs=2)
-    tests = session.select(ONLY)
-    for test in tests:
-        test.cases = [c for c in test.cases if c.endswith(tuple(f"[{p}]" for p in SOME_SIZES))]
-        assert len(test.cases) == len(SOME_SIZES), test.cases
-    results = session.grade(str(sub), out=str(out), tests=tests, show=False)
-    graded = {t["name"].rsplit(": ", 1)[-1]: t for t in results["tests"][1:] if t["max_score"]}
+    results, graded = grade_at_sizes(sub, ONLY, SOME_SIZES, out)
     tests = [graded["test_naive_all_reduce"], graded["test_ring_all_reduce"]]
     deserved = sum(t["max_score"] / len(SOME_SIZES) for t in tests)            # the p = 1 cases
     assert results["score"] <= deserved + 1e-3, [(name, t["score"]) for name, t in graded.items()]   # rounded
