@@ -18,7 +18,7 @@ pytestmark = [pytest.mark.slow,
 
 @pytest.mark.parametrize("homework,task,file,ending,tests", [
     ("hw1", "1.4", "all_reduce.py", "return x", "test_naive_all_reduce(_on_sim|_messages)?"),
-    ("hw2", "2.2", "ddp.py", "return", "test_ddp_(matches_single_process_and_overlaps|how_gradients_are_averaged|on_sim)"),
+    ("hw2", "2.2", "ddp.py", "return", "test_ddp_(matches_single_process_and_overlaps|how_gradients_are_averaged)"),
     ("hw3", "3.3", "error_feedback.py", "raise RuntimeError('wrong on purpose')", ".*"),
     ("hw4", "4.1", "comm.py", "raise RuntimeError('wrong on purpose')", ".*"),
     ("hw5", "5.3", "one_f_one_b.py", "raise RuntimeError('wrong on purpose')",
@@ -27,7 +27,8 @@ pytestmark = [pytest.mark.slow,
 def test_forging_scores_no_more_than_the_wrong_code_on_every_homework(tmp_path, homework, task, file, ending, tests):
     """The same wrong code with and without the forging attack: the attack never adds a point. On the
     task's hidden tests of each kind (gloo, sim, mpi, contracts; the other gloo tests of homeworks 1,
-    2 and 5 repeat their kind and took 60-70 s of CPU each there)."""
+    2 and 5 repeat their kind and took 60-70 s of CPU each there; hw2's sim test is left out, as
+    selecting it brings in the 12-case gloo test it is bound to, autograder/bindings.py)."""
     hw = homework.upper()
     wrong = make_submission(tmp_path / "wrong", {file: insert_after_marker(task, ending, hw)}, homework=homework)
     forged = make_submission(tmp_path / "forged", {file: insert_after_marker(task, attack("FORGE", ROOT, ending=ending), hw)},
