@@ -82,6 +82,7 @@ def table(hw: str, points: dict, root: str = ROOT) -> str:
     lines.append("Each task's points are its tests' (a test function's points are shared by its cases)"
                  + (" plus one entry, \"every case of the task passes\", worth a third of them: a task with "
                     "one failing case loses at least a quarter of its points." if rubric else "."))
+    lines.append("A case that runs on sim or under mpiexec counts only where the same task's tests on gloo pass.")
     lines.append(END)
     return "\n".join(lines)
 
