@@ -69,7 +69,8 @@ def describe(item) -> dict:
     return {"nodeid": item.nodeid, "function": function, "name": getattr(item, "originalname", item.name),
             "points": _marker_arg(item, "points"), "time_limit": _marker_arg(item, "time_limit"),
             "task": tasks[0] if tasks else None, "gpu": item.get_closest_marker("gpu") is not None,
-            "bound_to": list(getattr(item.get_closest_marker("bound_to"), "args", ())), "doc": doc.strip().splitlines()[0] if doc.strip() else ""}
+            "bound_to": list(getattr(item.get_closest_marker("bound_to"), "args", ())),
+            "doc": doc.strip().splitlines()[0] if doc.strip() else ""}
 
 
 def pytest_collection_finish(session) -> None:

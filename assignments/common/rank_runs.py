@@ -166,9 +166,10 @@ def run_batched(rank_fn, cases, p: int, key, describe, backend: str = "gloo", ne
     p) -> per rank the sizes of the sub-groups a correct run of the case creates: what a rank may receive
     from the job's store is bounded by their rendezvous (default none: nothing; observe/store_check.py).
     """
+    again = dict(options, lone=lone, widest=widest, subgroups=subgroups)      # for runs of some of the cases
     if check_wire and apart is not None and backend in ("gloo", "mpi") and os.environ.get(KERNEL_TRAFFIC_VAR) == "1":
         return _run_traffic_apart(rank_fn, list(cases), p, key, describe, backend, network, leaked, inputs, apart,
-                                  counted, dict(options, lone=lone, widest=widest, subgroups=subgroups))
+                                  counted, again)
     cases = list(cases)
     out: list[tuple | None] = [None] * len(cases)
     failures: dict[str, int] = {}
@@ -186,8 +187,8 @@ def run_batched(rank_fn, cases, p: int, key, describe, backend: str = "gloo", ne
         except (RankError, LaunchError) as err:
             failed = getattr(err, "cause", None)
             if not isinstance(failed, CaseFailed):
-                _run_apart(rank_fn, cases, pending, out, p, key, describe, backend, network, leaked, err,
-                           dict(options, lone=lone, widest=widest, subgroups=subgroups), inputs, check_wire)
+                _run_apart(rank_fn, cases, pending, out, p, key, describe, backend, network, leaked, err, again,
+                           inputs, check_wire)
                 break
             i = pending[failed.index]
             later = set(pending[failed.index + 1:])        # not reached: cases before it succeeded
@@ -205,10 +206,8 @@ def run_batched(rank_fn, cases, p: int, key, describe, backend: str = "gloo", ne
         if _seen is not None:
             _seen.append(result.counters)
         # a case that failed on its own keeps its error (a stub's posted receives are counted, never filled)
-        forged = wire_problems(result, traced=options.get("trace", False),
-                               lone_most=lone_allowance([cases[i] for i in pending], p, lone), widest=widest,
-                               joined=joined_subgroups([cases[i] for i in pending], p, subgroups)) \
-            if check_wire else None
+        forged = wire_problems(result, traced=options.get("trace", False), lone_most=lone_allowance(batch, p, lone),
+                               widest=widest, joined=joined_subgroups(batch, p, subgroups)) if check_wire else None
         leak = None
         for k, i in enumerate(pending):
             per_rank = [r[k] for r in result]

@@ -70,7 +70,8 @@ MPI_CASES = [pytest.param(fns, marks=getattr(pytest.mark, task), id=task) for ta
 
 
 @pytest.mark.bound_to("test_broadcast", "test_reduce", "test_reduce_scatter_", "test_all_gather_",
-                      "test_naive_all_reduce", "test_tree_all_reduce", "test_butterfly_all_reduce", "test_ring_all_reduce")
+                      "test_naive_all_reduce", "test_tree_all_reduce", "test_butterfly_all_reduce",
+                      "test_ring_all_reduce")
 @pytest.mark.mpi
 @pytest.mark.points(12)
 @pytest.mark.time_limit(180)

@@ -157,7 +157,8 @@ def run_nbgrader(course: str, args: list[str], env: dict, timeout: float = 150) 
     cmd = [sys.executable, "-m", "nbgrader", *args]
     done = subprocess.run(cmd, cwd=course, env=notebook_env(env), capture_output=True, text=True, timeout=timeout)
     log = done.stdout + done.stderr
-    assert done.returncode == 0 and "ERROR" not in KERNEL_SHUTDOWN_RACE.sub("", log), f"{' '.join(args)} failed:\n{log[-4000:]}"
+    errors = "ERROR" in KERNEL_SHUTDOWN_RACE.sub("", log)
+    assert done.returncode == 0 and not errors, f"{' '.join(args)} failed:\n{log[-4000:]}"
     return log
 
 

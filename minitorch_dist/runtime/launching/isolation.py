@@ -105,8 +105,9 @@ def layer() -> str:
     return (f"active: Landlock ABI {version}, a domain per rank process: it writes only its own folder, reads "
             f"no other rank's folder or /proc/PID, binds no socket file or FIFO, ptraces nothing outside "
             f"itself; {scopes}; inherited descriptors closed; System V IPC, message queues, IP sockets other "
-            f"than TCP and another process's rlimits, affinity and priority refused (seccomp). Not closed: mpi ranks share /dev/shm (MPICH's segments) and "
-            f"can start processes outside their domains (MPI_Comm_spawn)")
+            f"than TCP and another process's rlimits, affinity and priority refused (seccomp). Not closed: mpi "
+            f"ranks share /dev/shm (MPICH's segments) and can start processes outside their domains "
+            f"(MPI_Comm_spawn)")
 
 
 def isolate_rank(keep: tuple[int, ...] = (), shared: tuple[str, ...] = ()) -> str:
