@@ -1,0 +1,68 @@
+"""A grading where the kernel refuses Landlock (a container's seccomp profile may: Docker's refused
+landlock_create_ruleset with EPERM until its profile allowed it; kernels before 5.13 lack it).
+
+The rank isolation layer (minitorch_dist/runtime/launching/isolation.py) then cannot be made: the
+grading must carry on with the other layers, state "isolation: unavailable" with the reason in
+results.json, and what the statement says a submission can then do must be true (the ranks of a
+test, one uid, hand each other inputs through a file, outside the measured sockets). The grader
+runs in a child process under a seccomp filter that refuses the three Landlock calls, as such a
+container would; every process of the grading inherits it.
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.kit.forgeries import EXCHANGE, WAYS
+from tests.kit.submissions import insert_after_marker, make_submission
+from tests.kit.test_hostile import sandboxed_processes, uids_of
+
+pytestmark = [pytest.mark.slow,
+              pytest.mark.skipif(os.geteuid() != 0, reason="the sandbox's user layer needs root (CI runs as root)"),
+              pytest.mark.skipif(os.uname().machine != "x86_64", reason="the filter below uses x86_64's numbers")]
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+# the child: refuse landlock_create_ruleset, _add_rule and _restrict_self (444-446) with EPERM, then
+# grade the hidden test_naive_all_reduce at p = 1 and 2 (p = 2 exchanges its inputs through files)
+GRADE_WITHOUT_LANDLOCK = r"""
+import ctypes, json, sys
+from minitorch_dist.runtime.launching import isolation as iso
+prog = [("ld", 4), ("jeq", 0xC000003E, None, "allow"), ("ld", 0), ("jge", 444, None, "allow"),
+        ("jge", 447, "allow", "deny"), "allow", ("ret", 0x7FFF0000), "deny", ("ret", 0x00050000 | 1)]
+filters = iso._assemble(prog)
+fprog = iso._SockFprog(len(filters), ctypes.cast(filters, ctypes.c_void_p))
+assert iso._libc.prctl(iso.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0
+assert iso._libc.prctl(iso.PR_SET_SECCOMP, iso.SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0) == 0
+assert iso.abi()[0] == 0, "the filter did not refuse Landlock"
+from autograder.session import GradingSession
+with GradingSession("hw1", quiet=True, suites=None) as session:
+    tests = session.select(r"HW1 1\.4 .*: test_naive_all_reduce$")
+    tests[0].cases = [c for c in tests[0].cases if c.endswith(("[1]", "[2]"))]
+    assert len(tests[0].cases) == 2, tests[0].cases
+    results = session.grade(sys.argv[1], out=sys.argv[2], tests=tests, show=False)
+"""
+
+
+def test_without_landlock_the_grading_says_so_and_the_other_layers_hold(tmp_path):
+    """One grading of two cases in a fresh session (about 5 s)."""
+    assert WAYS[2] == "file"
+    sub = make_submission(tmp_path / "exchange", {"all_reduce.py": insert_after_marker("1.4", EXCHANGE)})
+    out = tmp_path / "results.json"
+    done = subprocess.run([sys.executable, "-c", GRADE_WITHOUT_LANDLOCK, str(sub), str(out)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    results = json.loads(out.read_text())
+    layers = results["extra_data"]["sandbox"]
+    assert layers["isolation"].startswith("unavailable: landlock_create_ruleset refused (Operation not permitted"), layers
+    assert "hand each other inputs outside the measured sockets" in layers["isolation"], layers
+    for layer in ("user", "processes", "network"):                 # the rest of the sandbox is unchanged
+        assert layers[layer].startswith("active"), (layer, layers)
+    naive = [t for t in results["tests"] if t["name"].endswith(": test_naive_all_reduce")][0]
+    # what the line says is what happens: p = 2 sent garbage in every message, so its right values came
+    # through the file its ranks swapped (with the layer, test_hostile_isolation.py, the case fails)
+    assert naive["score"] == naive["max_score"], naive
+    assert sandboxed_processes(uids_of(results)) == [], "sandboxed processes outlived the grading"
