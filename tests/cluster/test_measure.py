@@ -43,7 +43,7 @@ def _run_link_model(st, *args) -> dict:
 
 
 @pytest.mark.slow
-def test_ping_pong_fit_recovers_the_bandwidth_and_all_reduces_match_the_cost_model(make_cluster):
+def test_ping_pong_fit_recovers_the_bandwidth_and_all_reduces_match_the_cost_model(make_cluster, foreground):
     st = make_cluster(4, bandwidth="100mbit")
     pp = _run_link_model(st, "--skip-allreduce", "--repeats", "3")["pingpong"]
     # homework 1's fit (the reference's fit_alpha_beta) on latency-sized and link-sized messages
