@@ -50,7 +50,7 @@ QUICK_EXCLUDES = ("slow", "notebook", "gpu")
 def pytest_collection_modifyitems(config, items):
     """The quick tier: every test not marked slow, notebook or gpu is also marked quick
     (`pytest -m quick`, the edit loop: every fast unit and a small real-process test of each
-    subsystem, about 2 minutes on 2 cores). Tests marked gpu skip, with the reason, where torch
+    subsystem, under 2 minutes on 2 cores, 78 s with -n 2). Tests marked gpu skip, with the reason, where torch
     has no CUDA GPU (CI, laptops)."""
     for item in items:
         if not any(item.get_closest_marker(name) for name in QUICK_EXCLUDES):
