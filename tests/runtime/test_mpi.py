@@ -53,6 +53,7 @@ class Job:
     stderr: str
     seconds: float
     token: str
+    shm_before: frozenset = frozenset()
 
     @property
     def exercise(self) -> list[dict]:
@@ -83,7 +84,7 @@ def run_job(script: str, n: int, *args: str, timeout: float = 120.0) -> Job:
     env = dict(os.environ, MTD_TEST_TOKEN=token,
                PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
     cmd = [MPIRUN, "-n", str(n), sys.executable, str(SCRIPTS / script), *args]
-    start = time.perf_counter()
+    start, shm_before = time.perf_counter(), _mpich_segments()
     proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, start_new_session=True)
     try:
@@ -93,7 +94,15 @@ def run_job(script: str, n: int, *args: str, timeout: float = 120.0) -> Job:
         out, err = proc.communicate()
         _kill_tagged(token)
         pytest.fail(f"`{' '.join(cmd)}` did not finish within {timeout} s\n{err[-4000:]}")
-    return Job(proc.returncode, out, err, time.perf_counter() - start, token)
+    return Job(proc.returncode, out, err, time.perf_counter() - start, token, shm_before)
+
+
+def _mpich_segments() -> frozenset:
+    """MPICH's shared-memory segments in /dev/shm now (another job's come and go within its init)."""
+    try:
+        return frozenset(n for n in os.listdir("/dev/shm") if n.startswith("mpich_shm_"))
+    except OSError:
+        return frozenset()
 
 
 def _tagged_pids(token: str) -> list[int]:
@@ -129,6 +138,11 @@ def assert_no_leftovers(job: Job, grace: float = 5.0) -> None:
         time.sleep(0.1)
     _kill_tagged(job.token)
     assert not pids, f"processes of the job outlived it: {pids}\n{job.describe()}"
+    # nor its shared memory: the mpi backend unlinks MPICH's segments once every rank has mapped them
+    end = time.monotonic() + 2
+    while (left := _mpich_segments() - job.shm_before) and time.monotonic() < end:
+        time.sleep(0.1)
+    assert not left, f"the job left {sorted(left)} in /dev/shm\n{job.describe()}"
 
 
 # -- no MPI needed -------------------------------------------------------------------------
