@@ -138,6 +138,11 @@ def first_line(text: str) -> str:
     return text.strip().splitlines()[0] if text.strip() else text
 
 
+def compute_calls(result) -> int:
+    """group.compute() calls a sim run's counters hold (the engine's own in a grading)."""
+    return sum(c.by_op["compute"].calls for c in result.counters if "compute" in c.by_op)
+
+
 def error_text(err: BaseException) -> str:
     """Feedback for a failed launch: a stub's one-line message, else the whole report (rank, traceback)."""
     if isinstance(err, RankError) and err.exc_type == "NotImplementedError":
@@ -147,7 +152,7 @@ def error_text(err: BaseException) -> str:
 
 def run_batched(rank_fn, cases, p: int, key, describe, backend: str = "gloo", network=None,
                 leaked=None, inputs=None, check_wire: bool = False, apart=None, counted=None,
-                lone=None, widest=None, subgroups=None, _seen=None, **options) -> list[tuple]:
+                lone=None, widest=None, subgroups=None, compute=True, _seen=None, **options) -> list[tuple]:
     """Run `cases` on p ranks, rank_fn(group, cases) -> [dict per case]; returns per case
     ("ok", [each rank's dict], sim_time or None) or ("error", message). Errors are recorded, never
     raised. leaked(per_rank) -> True when the case left a message in flight (fresh ranks for the rest).
@@ -165,6 +170,9 @@ def run_batched(rank_fn, cases, p: int, key, describe, backend: str = "gloo", ne
     bound then allows 1x, not traffic_check.WIDEST times, each reduction's counted bytes). subgroups(case,
     p) -> per rank the sizes of the sub-groups a correct run of the case creates: what a rank may receive
     from the job's store is bounded by their rendezvous (default none: nothing; observe/store_check.py).
+    compute=False: on sim, a run whose counters show group.compute() calls fails every case (the times
+    must come from messages alone; in a grading the sim's engine keeps those counters, out of the ranks'
+    reach: minitorch_dist/runtime/sim/processes.py).
     """
     again = dict(options, lone=lone, widest=widest, subgroups=subgroups)      # for runs of some of the cases
     if check_wire and apart is not None and backend in ("gloo", "mpi") and os.environ.get(KERNEL_TRAFFIC_VAR) == "1":
@@ -205,6 +213,13 @@ def run_batched(rank_fn, cases, p: int, key, describe, backend: str = "gloo", ne
             continue
         if _seen is not None:
             _seen.append(result.counters)
+        charged = 0 if compute or backend != "sim" else compute_calls(result)
+        if charged:
+            for i in pending:
+                out[i] = ("error", f"group.compute() was called {charged} time(s) in the run of "
+                                   f"{describe(cases[i], p)}: it moves the simulated clock, and these times must "
+                                   f"come from the messages alone (no compute() in this homework)")
+            break
         # a case that failed on its own keeps its error (a stub's posted receives are counted, never filled)
         forged = wire_problems(result, traced=options.get("trace", False), lone_most=lone_allowance(batch, p, lone),
                                widest=widest, joined=joined_subgroups(batch, p, subgroups)) if check_wire else None

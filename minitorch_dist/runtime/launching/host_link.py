@@ -20,7 +20,7 @@ import time
 from multiprocessing.connection import Connection
 
 from ..errors import LaunchError, RankError
-from . import channel
+from . import channel, plain
 
 HOST_VAR = "MINITORCH_DIST_RANK_HOST"
 PATH_MAP_VAR = "MINITORCH_DIST_PATH_MAP"     # "launcher_root=host_root": the caller's sys.path, as seen here
@@ -159,10 +159,14 @@ def run_sim_on_host(address: str, fn, world_size: int, args, kwargs, options: di
     import cloudpickle
 
     from ..results import RunResult
+    from ..sim.network import SimNetwork
     link = HostLink(address)
     try:
         payload = cloudpickle.dumps((fn, world_size, tuple(args), dict(kwargs or {}), options))
-        link.request(("sim", (tuple(sys.path), payload)), reply=False)
+        net = options.get("network") or SimNetwork()
+        meta = {"world_size": world_size, "alpha": net.alpha, "beta": net.beta, "eager_limit": net.eager_limit,
+                "collectives": options.get("collectives", True), "trace": options.get("trace", True)}
+        link.request(("sim", (tuple(sys.path), payload, meta)), reply=False)
         while True:
             msg = link.next(None)
             if msg is None or msg[0] == "exit":
@@ -171,11 +175,18 @@ def run_sim_on_host(address: str, fn, world_size: int, args, kwargs, options: di
                                                              f"before it reported a result")
             if msg[0] == "out":
                 channel.print_output(None, msg)
-            elif msg[0] == "result":
+            elif msg[0] in ("result", "encoded result"):      # encoded: each rank's value as the rank sent it
                 _, values, counters, events, wall, sim_time = msg
+                if msg[0] == "encoded result":
+                    values = [plain.decode(v) for v in values]
                 return RunResult(values, counters, events, backend="sim", wall_time=wall, sim_time=sim_time)
             elif msg[0] == "error":
                 if isinstance(msg[1], RankError):
+                    if len(msg) > 2 and msg[2] is not None:     # the rank's exception, as the rank sent it
+                        try:
+                            msg[1].cause = plain.decode(msg[2])
+                        except plain.PlainDataError:
+                            pass
                     raise msg[1]
                 raise LaunchError(f"the sim run failed: {msg[1]!r}")
     finally:

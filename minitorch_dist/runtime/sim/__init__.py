@@ -7,6 +7,8 @@
     p2p.py          point-to-point matching and timing; ports.py: the ports' timetables;
                     payloads.py: payload copies; sendrecv.py: a ring step in one call
     collectives.py  the provided collectives, computed at once and timed by the cost model
+    processes.py    gradings: each rank a process, the scheduler and clocks in an engine process out of
+                    the ranks' reach; rank_process.py: a rank's backend, whose every op asks the engine
 """
 
 from .network import SimBackend, SimNetwork, run_sim

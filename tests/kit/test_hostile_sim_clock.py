@@ -1,0 +1,78 @@
+"""Hostile submission: a ring all-reduce that is right on gloo (values, and the traffic the kernel
+counts), while on sim it runs the naive algorithm, rewrites its counters to the ring's, and makes
+the clock show the ring's time: it writes the scheduler's clocks where it can find them (the thread
+sim: every rank a thread of the process that holds them), else pads its own clock with
+group.compute().
+
+On the thread sim the clock write took the hidden test_ring_all_reduce_sim_time's full marks. In
+a grading each sim rank is a process and the scheduler lives in an engine process out of its reach
+(minitorch_dist/runtime/sim/processes.py): the write finds nothing, the padding is counted by the
+engine, and homework 1, whose times come from messages alone, fails every case that called it.
+"""
+
+import os
+
+import pytest
+
+from tests.kit.submissions import insert_after_marker, make_submission, shared_session
+from tests.kit.test_hostile import sandboxed_processes, uids_of
+
+pytestmark = [pytest.mark.slow,
+              pytest.mark.skipif(os.geteuid() != 0, reason="the sandbox's user layer needs root (CI runs as root)")]
+
+FORGE_THE_CLOCK = '''
+if group.backend == "sim":                  # on sim: the naive algorithm, then the ring's time on the clock
+    import gc as _gc
+    from minitorch_dist import cost_model as _cm
+    import copy as _copy
+    _p, _acc, _before = group.size, x.clone(), _copy.deepcopy(group.counters.by_op)
+    if group.rank == 0:
+        for _src in range(1, _p):
+            _got = torch.empty_like(x)
+            group.recv(_got, _src)
+            _acc += _got
+        for _dst in range(1, _p):
+            group.send(_acc, _dst)
+    else:
+        group.send(x, 0)
+        group.recv(_acc, 0)
+    x.copy_(_acc)
+    group.counters.by_op.clear()           # the counters the ring would show: 2(p-1) chunks each way
+    group.counters.by_op.update(_before)
+    from minitorch_dist.runtime.observe.trace import OpCount as _OpCount
+    _ring, _steps = group.counters.by_op.setdefault("sendrecv", _OpCount()), 2 * (_p - 1)
+    _chunk = -(-x.numel() // _p) * x.element_size()
+    _ring.calls += _steps
+    _ring.messages_sent += _steps
+    _ring.messages_recv += _steps
+    _ring.bytes_sent += _steps * _chunk
+    _ring.bytes_recv += _steps * _chunk
+    _found = [o for o in _gc.get_objects() if type(o).__name__ == "Scheduler" and o.world_size == _p]
+    if _found:
+        _net = _found[0].network
+        _want = _cm.ring_all_reduce(_p, x.numel() * x.element_size(), _net.alpha, _net.beta)
+        for _slot in _found[0].slots:
+            _slot.clock = _want
+        print("ATTACK-CLOCK-WRITTEN", flush=True)
+    else:
+        group.compute(1e-3)
+        print("ATTACK-PADDED", flush=True)
+    return x
+'''
+
+
+def test_a_ring_that_forges_its_sim_time_scores_nothing_there(tmp_path):
+    """One grading of test_ring_all_reduce_sim_time (p = 64, and rounds at p = 5 and 8; each case also
+    checks the function's traffic on gloo at p = 5). About 15 s."""
+    sub = make_submission(tmp_path / "forge", {"all_reduce.py": insert_after_marker("1.7", FORGE_THE_CLOCK)})
+    session = shared_session("hw1", suites=None, jobs=2)
+    results = session.grade(str(sub), out=str(tmp_path / "results.json"), only=r"test_ring_all_reduce_sim_time$",
+                            show=False)
+    assert results["extra_data"]["sandbox"]["isolation"].startswith("active"), results["extra_data"]["sandbox"]
+    timed = [t for t in results["tests"] if t["name"].endswith(": test_ring_all_reduce_sim_time")]
+    assert len(timed) == 1, [t["name"] for t in results["tests"]]
+    shown = timed[0]["output"]
+    assert timed[0]["score"] == 0, shown[-3000:]
+    assert "ATTACK-CLOCK-WRITTEN" not in shown and "group.compute() was called" in shown, shown[-3000:]
+    assert "on gloo" not in shown, shown[-3000:]               # the traffic the kernel counted was the ring's
+    assert sandboxed_processes(uids_of(results)) == [], "sandboxed processes outlived the grading"

@@ -1,0 +1,102 @@
+"""The sim with a process per rank (sim/processes.py, what gradings run): the same run as the
+thread sim, bit for bit (values, simulated time, counters, trace), with the clock, the counters
+and the scheduler in the engine only; errors, deadlocks, exits and output come back as on the
+thread sim."""
+
+from __future__ import annotations
+
+import gc
+import os
+import sys
+
+import cloudpickle
+import pytest
+import torch
+
+from minitorch_dist.runtime.errors import RankError
+from minitorch_dist.runtime.launching import plain
+from minitorch_dist.runtime.sim import SimNetwork, run_sim
+from minitorch_dist.runtime.sim.processes import run_on_processes
+from tests.runtime.exercise import check_exercise, exercise
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="forks (Linux)")
+
+
+def _run(fn, p, args=(), network=SimNetwork(), collectives=True):
+    """run_on_processes as the rank host's sim process calls it: (reply, what the ranks printed)."""
+    printed = []
+    payload = cloudpickle.dumps((fn, p, tuple(args), {}, {}))
+    meta = {"world_size": p, "alpha": network.alpha, "beta": network.beta, "eager_limit": network.eager_limit,
+            "collectives": collectives, "trace": True}
+    reply = run_on_processes(payload, tuple(sys.path), meta, printed.append)
+    if reply[0] == "encoded result":
+        reply = (reply[0], [plain.decode(v) for v in reply[1]], *reply[2:])
+    return reply, printed
+
+
+@pytest.mark.parametrize("p", [1, 3, 4])
+def test_every_op_is_the_thread_sims_run(p):
+    network = SimNetwork(alpha=2e-5, beta=3e-9, eager_limit=64)       # eager and rendezvous messages
+    reply, _ = _run(exercise, p, network=network)
+    assert reply[0] == "encoded result", reply
+    _, values, counters, events, _, sim_time = reply
+    check_exercise(values)
+    ref = run_sim(exercise, p, network=network)
+    assert sim_time == ref.sim_time
+    for mine, theirs in zip(counters, ref.counters):
+        assert (mine.messages_sent, mine.bytes_sent, mine.messages_recv, mine.bytes_recv) == \
+               (theirs.messages_sent, theirs.bytes_sent, theirs.messages_recv, theirs.bytes_recv)
+    assert [(e.rank, e.op, e.peer, e.nbytes, e.start, e.end) for e in events] == \
+           [(e.rank, e.op, e.peer, e.nbytes, e.start, e.end) for e in ref.events]
+
+
+def _look_for_the_clock(group):
+    """What a rank can find of its run's scheduler (of its world size: the test process may hold older
+    runs' ones, which the fork copied), and what compute() does to the engine's clock."""
+    found = [o for o in gc.get_objects() if type(o).__name__ == "Scheduler" and o.world_size == group.size]
+    before = group.now()
+    group.compute(0.25)
+    print(f"rank {group.rank} looked", flush=True)
+    return {"found": len(found), "backend": type(group._backend).__name__, "before": before, "after": group.now()}
+
+
+def test_the_ranks_hold_no_clock_and_compute_is_counted_by_the_engine():
+    reply, printed = _run(_look_for_the_clock, 5)
+    assert reply[0] == "encoded result", reply
+    _, values, counters, _, _, sim_time = reply
+    assert [v["found"] for v in values] == [0] * 5
+    assert {v["backend"] for v in values} == {"RemoteBackend"}
+    assert [(v["before"], v["after"]) for v in values] == [(0.0, 0.25)] * 5 and sim_time == 0.25
+    assert [c.by_op["compute"].calls for c in counters] == [1] * 5
+    assert sorted(m[2] for m in printed) == [f"rank {r} looked\n" for r in range(5)]
+
+
+def _rank_one_fails(group):
+    if group.rank == 1:
+        raise ValueError("boom on rank 1")
+    group.recv(torch.empty(2), 1)
+
+
+def _both_receive(group):
+    group.recv(torch.empty(2), 1 - group.rank)
+
+
+def _rank_zero_exits(group):
+    if group.rank == 0:
+        os._exit(3)
+    group.recv(torch.empty(2), 0)
+
+
+def test_a_failure_a_deadlock_and_an_exit_are_reported_as_on_the_thread_sim():
+    reply, _ = _run(_rank_one_fails, 3)
+    assert reply[0] == "error" and isinstance(reply[1], RankError), reply
+    err, cause = reply[1], plain.decode(reply[2])
+    assert (err.rank, err.exc_type, err.message) == (1, "ValueError", "boom on rank 1"), err
+    assert isinstance(cause, ValueError) and "_rank_one_fails" in err.remote_traceback
+    assert "PeerFailedError" in err.others                       # the others were stopped, not the cause
+    reply, _ = _run(_both_receive, 2)
+    err = reply[1]
+    assert err.exc_type == "DeadlockError", err
+    assert "recv(src=1, tag=0) at " in err.message and "test_sim_processes.py" in err.message, err.message
+    reply, _ = _run(_rank_zero_exits, 2)
+    assert (reply[1].rank, reply[1].exc_type) == (0, "RankExited"), reply[1]
