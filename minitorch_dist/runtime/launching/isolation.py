@@ -99,13 +99,16 @@ def layer() -> str:
     version, why = abi()
     if not version:
         return (f"unavailable: {why}; the ranks of a test share their uid's files, /proc and abstract sockets, "
-                f"so they can hand each other inputs outside the measured sockets")
+                f"so they can hand each other inputs outside the measured sockets, and a sim run's ranks are "
+                f"threads of the process that keeps its clock")
     scopes = ("abstract unix sockets and signals scoped to the rank" if version >= 6 else
               "abstract unix sockets and signals NOT scoped (Landlock ABI < 6)")
     return (f"active: Landlock ABI {version}, a domain per rank process: it writes only its own folder, reads "
             f"no other rank's folder or /proc/PID, binds no socket file or FIFO, ptraces nothing outside "
             f"itself; {scopes}; inherited descriptors closed; System V IPC, message queues, IP sockets other "
-            f"than TCP and another process's rlimits, affinity and priority refused (seccomp). Not closed: mpi "
+            f"than TCP and another process's rlimits, affinity and priority refused (seccomp); a sim run of up "
+            f"to 64 ranks has a process per rank and its clock in an engine process outside their domains. "
+            f"Not closed: mpi "
             f"ranks share /dev/shm (MPICH's segments) and can start processes outside their domains "
             f"(MPI_Comm_spawn)")
 
