@@ -35,7 +35,7 @@ def _run(fn, p, args=(), network=SimNetwork(), collectives=True):
 
 
 @pytest.mark.parametrize("p", [1, 3, 4])
-def test_every_op_is_the_thread_sims_run(p):
+def test_every_op_is_the_thread_sims_run(p, no_leftover_processes):
     network = SimNetwork(alpha=2e-5, beta=3e-9, eager_limit=64)       # eager and rendezvous messages
     reply, _ = _run(exercise, p, network=network)
     assert reply[0] == "encoded result", reply
@@ -87,7 +87,12 @@ def _rank_zero_exits(group):
     group.recv(torch.empty(2), 0)
 
 
-def test_a_failure_a_deadlock_and_an_exit_are_reported_as_on_the_thread_sim():
+def _returns_a_lock(group):
+    import threading
+    return threading.Lock()
+
+
+def test_a_failure_a_deadlock_and_an_exit_are_reported_as_on_the_thread_sim(no_leftover_processes):
     reply, _ = _run(_rank_one_fails, 3)
     assert reply[0] == "error" and isinstance(reply[1], RankError), reply
     err, cause = reply[1], plain.decode(reply[2])
@@ -100,3 +105,5 @@ def test_a_failure_a_deadlock_and_an_exit_are_reported_as_on_the_thread_sim():
     assert "recv(src=1, tag=0) at " in err.message and "test_sim_processes.py" in err.message, err.message
     reply, _ = _run(_rank_zero_exits, 2)
     assert (reply[1].rank, reply[1].exc_type) == (0, "RankExited"), reply[1]
+    reply, _ = _run(_returns_a_lock, 2)
+    assert reply[1].exc_type == "TypeError" and "could not be sent back" in reply[1].message, reply[1]

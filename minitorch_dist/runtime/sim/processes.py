@@ -31,7 +31,7 @@ import torch
 
 from ..errors import PeerFailedError, RankError
 from ..launching import channel
-from ..launching.plain import encode
+from ..launching.plain import PlainDataError, encode
 from .network import SimNetwork, run_sim
 from .rank_process import rank_main
 
@@ -40,8 +40,8 @@ MAX_RANKS = 64        # a process per rank: more run on the thread sim
 
 def run_on_processes(payload: bytes, sys_path, meta: dict, out, confine=None) -> tuple:
     """The sim process's reply ("encoded result", values, counters, events, wall, sim time) or ("error",
-    RankError, its cause encoded or None) for a run of meta["world_size"] ranks, each a process forked here. `out` sends a
-    rank's ("out", stream, text) on to the launcher (from one rank's serving thread at a time).
+    RankError, its cause encoded or None) for a run of meta["world_size"] ranks, each a process forked
+    here. `out` sends a rank's ("out", stream, text) on to the launcher (one serving thread at a time).
     `confine(fds)`, once the ranks are forked: the engine's own isolation, keeping `fds` (a domain
     made before the forks would hold the ranks' own, and keep each from its own /proc entry)."""
     p = meta["world_size"]
@@ -103,11 +103,15 @@ def _as_reported(err: RankError) -> tuple:
     """(RankError, cause encoded or None): run_sim's error with the rank's own exception in place of
     RankFailed; the exception itself stays encoded (its class may be one the engine never imports)."""
     failed = err.cause
-    if not isinstance(failed, RankFailed):
-        return RankError(err.rank, err.world_size, err.exc_type, err.message, err.remote_traceback,
-                         others=err.others), (encode(failed) if isinstance(failed, PeerFailedError) else None)
-    return (RankError(err.rank, err.world_size, failed.exc_type, failed.message, failed.traceback,
-                      others=err.others), failed.cause)
+    if isinstance(failed, RankFailed):
+        return (RankError(err.rank, err.world_size, failed.exc_type, failed.message, failed.traceback,
+                          others=err.others), failed.cause)
+    try:                                 # the engine's own (a runtime error): plain data
+        cause = encode(failed)
+    except PlainDataError:
+        cause = None
+    return RankError(err.rank, err.world_size, err.exc_type, err.message, err.remote_traceback,
+                     others=err.others), cause
 
 
 class _Said:
@@ -200,10 +204,10 @@ def _post(kind: str, group, rest) -> tuple:
         tensor, op = rest
         return group.all_reduce(tensor, op, async_op=True), True
     if kind == "all_gather":
-        tensor, _shape = rest
+        (tensor,) = rest
         return group.all_gather(tensor, async_op=True), True
     if kind == "reduce_scatter":
-        tensor, _shape, op = rest
+        tensor, op = rest
         return group.reduce_scatter(tensor, op, async_op=True), True
     if kind == "broadcast":
         tensor, src = rest

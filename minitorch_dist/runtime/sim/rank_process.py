@@ -116,10 +116,10 @@ class RemoteBackend(Backend):
         return self._post("all_reduce", tensor, tensor, op)
 
     def all_gather(self, out, tensor):
-        return self._post("all_gather", out, tensor, list(out.shape))
+        return self._post("all_gather", out, tensor)
 
     def reduce_scatter(self, out, tensor, op):
-        return self._post("reduce_scatter", out, tensor, list(out.shape), op)
+        return self._post("reduce_scatter", out, tensor, op)
 
     def broadcast(self, tensor, src):
         return self._post("broadcast", tensor, tensor, src)
@@ -177,12 +177,15 @@ def rank_main(rank: int, world_size: int, fd: int, payload: bytes, sys_path, col
                           recorder=Recorder(rank, trace=False), tracker=LinkTracker(link))
         group = Group(RemoteBackend(link, 0, rank, tuple(range(world_size))), ctx)
         try:                # value and exception encoded here: the launcher decodes them, never the engine
-            msg = ("done", encode(fn(group, *args, **kwargs)))
-        except PlainDataError as exc:
-            msg = ("fail", "TypeError", f"rank {rank}: the function's return value could not be sent back "
-                                        f"({exc}); return tensors, numbers, lists or dicts", "", None)
+            value = fn(group, *args, **kwargs)
         except BaseException as exc:  # noqa: BLE001 - the engine reports it as this rank's failure
             msg = ("fail", type(exc).__name__, str(exc).strip() or "(no message)", user_traceback(exc), _cause(exc))
+        else:
+            try:
+                msg = ("done", encode(value))
+            except PlainDataError as exc:
+                msg = ("fail", "TypeError", f"rank {rank}: the function's return value could not be sent back "
+                                            f"({exc}); return tensors, numbers, lists or dicts", "", None)
         sys.stdout.flush()
         sys.stderr.flush()
         link.send(msg)
