@@ -8,6 +8,8 @@ On the thread sim the clock write took the hidden test_ring_all_reduce_sim_time'
 a grading each sim rank is a process and the scheduler lives in an engine process out of its reach
 (minitorch_dist/runtime/sim/processes.py): the write finds nothing, the padding is counted by the
 engine, and homework 1, whose times come from messages alone, fails every case that called it.
+Homework 5's bubble check holds each case to the run's own simulated time, not only to the step
+times its ranks recorded.
 """
 
 import os
@@ -76,3 +78,21 @@ def test_a_ring_that_forges_its_sim_time_scores_nothing_there(tmp_path):
     assert "ATTACK-CLOCK-WRITTEN" not in shown and "group.compute() was called" in shown, shown[-3000:]
     assert "on gloo" not in shown, shown[-3000:]               # the traffic the kernel counted was the ring's
     assert sandboxed_processes(uids_of(results)) == [], "sandboxed processes outlived the grading"
+
+
+def test_hw5s_bubble_check_holds_the_run_to_its_own_clock():
+    """The bubble tests' step times are recorded by the ranks (forgeable: a rank can patch Group.now); a
+    case that runs alone also has the run's simulated time, the engine's in a grading, and a run slower
+    than STEPS back-to-back steps of (m+p-1)(t_f+t_b) fails whatever the ranks recorded."""
+    from assignments.common.case_suites import Outcome
+    from assignments.hw5.tests.hw5_checks import timing_problems
+    from assignments.hw5.tests.hw5_harness import Case
+    from assignments.hw5.tests.hw5_setup import STAGE_TIME, STEPS
+    p, m = 3, 5
+    step = (m + p - 1) * sum(STAGE_TIME)
+    ideal = [{"times": [(s * step, (s + 1) * step) for s in range(STEPS)]} for _ in range(p)]
+    honest = Outcome(Case("1f1b", "mlp", m), p, "sim", ideal, sim_time=STEPS * step)
+    assert timing_problems(honest) == []
+    sequential = Outcome(Case("1f1b", "mlp", m), p, "sim", ideal, sim_time=STEPS * m * p * sum(STAGE_TIME))
+    problems = timing_problems(sequential)
+    assert len(problems) == 1 and "simulated in all" in problems[0], problems

@@ -50,10 +50,13 @@ def test_every_op_is_the_thread_sims_run(p, no_leftover_processes):
            [(e.rank, e.op, e.peer, e.nbytes, e.start, e.end) for e in ref.events]
 
 
+UNIQUE_ALPHA = 3.21e-7        # no other run of the test session uses it
+
+
 def _look_for_the_clock(group):
-    """What a rank can find of its run's scheduler (of its world size: the test process may hold older
-    runs' ones, which the fork copied), and what compute() does to the engine's clock."""
-    found = [o for o in gc.get_objects() if type(o).__name__ == "Scheduler" and o.world_size == group.size]
+    """What a rank can find of its run's scheduler (known by its network's alpha: the test process may
+    hold other runs' ones, which the fork copied), and what compute() does to the engine's clock."""
+    found = [o for o in gc.get_objects() if type(o).__name__ == "Scheduler" and o.alpha == UNIQUE_ALPHA]
     before = group.now()
     group.compute(0.25)
     print(f"rank {group.rank} looked", flush=True)
@@ -61,7 +64,7 @@ def _look_for_the_clock(group):
 
 
 def test_the_ranks_hold_no_clock_and_compute_is_counted_by_the_engine():
-    reply, printed = _run(_look_for_the_clock, 5)
+    reply, printed = _run(_look_for_the_clock, 5, network=SimNetwork(alpha=UNIQUE_ALPHA, beta=0.0))
     assert reply[0] == "encoded result", reply
     _, values, counters, _, _, sim_time = reply
     assert [v["found"] for v in values] == [0] * 5
