@@ -52,7 +52,7 @@ MPI = Suite(lambda p: [Case("gpipe", "mlp", 3), Case("1f1b", "transformer", 3)],
 INTERLEAVED = Suite(lambda p: [Case("interleaved", "deep_mlp", m) for m in {2: (3, 4), 3: (4,), 4: (5,)}[p]]
                     + ([Case("interleaved_generators")] if p == 2 else []))
 INTERLEAVED_SIM = Suite(lambda p: [Case("interleaved", "deep_mlp", {2: 3, 4: 5}[p])], backend="sim",
-                        network=FREE)
+                        network=FREE, alone=True)
 # bonus 5.6: 2 stages x 2 replicas (p = 4), 1F1B in each replica, m = 3 per replica
 GRID = GridSuite(lambda p: [Case("data_parallel", "mlp", 3), Case("data_parallel", "transformer", 2)])
 # bonus 5.8: the vocabulary layers sharded over every rank (23 tokens: uneven shards at p = 2, 3, 4), the

@@ -96,3 +96,11 @@ def test_hw5s_bubble_check_holds_the_run_to_its_own_clock():
     sequential = Outcome(Case("1f1b", "mlp", m), p, "sim", ideal, sim_time=STEPS * m * p * sum(STAGE_TIME))
     problems = timing_problems(sequential)
     assert len(problems) == 1 and "simulated in all" in problems[0], problems
+    from assignments.hw5.tests.hw5_bonus_checks import CHUNKS, interleaved_formula, interleaved_timing_problems
+    p, m = 2, 3                                       # the interleaved bonus: its own step time
+    step = interleaved_formula(p, CHUNKS, m)[0]
+    ideal = [{"times": [(s * step, (s + 1) * step) for s in range(STEPS)]} for _ in range(p)]
+    assert interleaved_timing_problems(Outcome(Case("interleaved", "deep_mlp", m), p, "sim", ideal,
+                                               sim_time=STEPS * step)) == []
+    assert len(interleaved_timing_problems(Outcome(Case("interleaved", "deep_mlp", m), p, "sim", ideal,
+                                                   sim_time=2 * STEPS * step))) == 1

@@ -17,7 +17,7 @@
 from __future__ import annotations
 
 from assignments.hw5.tests.hw5_bonus_ranks import CHUNKS, GRID_STAGES, INTERLEAVED_SIZES
-from assignments.hw5.tests.hw5_checks import TOL, step_spans
+from assignments.hw5.tests.hw5_checks import TOL, clock_problems, step_spans
 from assignments.hw5.tests.hw5_harness import Outcome
 from assignments.hw5.tests.hw5_inputs import reference
 from assignments.hw5.tests.hw5_setup import STAGE_TIME, STEPS
@@ -95,7 +95,7 @@ def interleaved_timing_problems(o: Outcome) -> list[str]:
             problems.append(f"step {s}: took {took:.6g} s simulated (bubble {bubble:.4f}); expected (mv+p-1)(t_f+t_b)/v "
                             f"= {want:.6g} s, bubble (p-1)/(mv+p-1) = {bubble_want:.4f} (1F1B's is "
                             f"{(p - 1) / (m + p - 1):.4f})")
-    return problems
+    return problems + clock_problems(o, want)
 
 
 def replayed_time(lanes, p: int, t_f: float, t_b: float) -> float:

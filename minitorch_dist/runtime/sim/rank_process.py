@@ -164,6 +164,7 @@ def rank_main(rank: int, world_size: int, fd: int, payload: bytes, sys_path, col
     from ..launching.host_link import map_path
     from ..launching.worker import RankStream, die_with_parent, isolate
     code = 0
+    sys.stdout, sys.stderr = sys.__stdout__, sys.__stderr__   # not the engine's streams to the launcher
     try:
         die_with_parent()
         isolate(keep=(fd,))                    # in a grading: a Landlock domain of this rank's own
