@@ -33,7 +33,7 @@ from multiprocessing.connection import Connection
 
 from ..errors import RankError
 from . import channel
-from .host_link import map_path
+from .host_link import extend_path
 
 
 # -- the host (runs in the sandbox) ---------------------------------------------------------
@@ -239,9 +239,7 @@ def _sim_main(conn: Connection, payload: bytes) -> None:
             reply = processes.run_on_processes(payload, sys_path, meta, send,
                                                lambda fds: isolate(keep=(conn.fileno(), *fds)))
         else:
-            for entry in reversed(sys_path):  # where the launcher's functions are importable from
-                if map_path(entry) not in sys.path:
-                    sys.path.insert(0, map_path(entry))
+            extend_path(sys_path)             # where the launcher's functions are importable from
             fn, world_size, args, kwargs, options = cloudpickle.loads(payload)
             res = run_sim(fn, world_size, args, kwargs, **options)
             reply = ("result", list(res), res.counters, res.events, res.wall_time, res.sim_time)

@@ -41,6 +41,15 @@ def map_path(entry: str) -> str:
     return entry
 
 
+def extend_path(sys_path) -> None:
+    """Put a launcher's sys.path entries (as the host sees them) before this process's: functions
+    pickled by reference import from them."""
+    for entry in reversed(sys_path):
+        entry = map_path(entry)
+        if entry not in sys.path:
+            sys.path.insert(0, entry)
+
+
 class HostLink:
     """The launcher's connection to the rank host, and the exits it has reported."""
 

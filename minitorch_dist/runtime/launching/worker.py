@@ -27,7 +27,7 @@ from ..observe.deadlock import FAILED, FINISHED, RUNNING
 from ..observe.trace import Recorder
 from ..observe.tracker import BoardTracker
 from . import channel, plain
-from .host_link import map_path
+from .host_link import extend_path
 from .stores import store_client
 
 
@@ -68,10 +68,7 @@ def run_task(task: Task, backend, store, world_rank: int, world_size: int, track
                       recorder=Recorder(world_rank, task.trace), t0=task.t0, run_id=task.run_id,
                       tracker=tracker_factory(task.run_id))
     ctx.tracker.set_status(RUNNING)
-    for entry in reversed(task.sys_path):   # spawned and mpiexec ranks did not inherit it
-        entry = map_path(entry)             # as seen from a rank host (host.py)
-        if entry not in sys.path:
-            sys.path.insert(0, entry)
+    extend_path(task.sys_path)              # spawned and mpiexec ranks did not inherit it
     try:
         fn, args, kwargs = cloudpickle.loads(task.payload)
         if task.rank_payload is not None:

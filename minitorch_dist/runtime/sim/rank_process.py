@@ -161,7 +161,7 @@ def rank_main(rank: int, world_size: int, fd: int, payload: bytes, sys_path, col
     import cloudpickle
 
     from ..errors import user_traceback
-    from ..launching.host_link import map_path
+    from ..launching.host_link import extend_path
     from ..launching.worker import RankStream, die_with_parent, isolate
     code = 0
     sys.stdout, sys.stderr = sys.__stdout__, sys.__stderr__   # not the engine's streams to the launcher
@@ -170,9 +170,7 @@ def rank_main(rank: int, world_size: int, fd: int, payload: bytes, sys_path, col
         isolate(keep=(fd,))                    # in a grading: a Landlock domain of this rank's own
         link = RankLink(Connection(fd))
         sys.stdout, sys.stderr = RankStream(link.send, "stdout"), RankStream(link.send, "stderr")
-        for entry in reversed(sys_path):
-            if map_path(entry) not in sys.path:
-                sys.path.insert(0, map_path(entry))
+        extend_path(sys_path)
         fn, _, args, kwargs, _ = cloudpickle.loads(payload)
         ctx = RankContext(world_rank=rank, world_size=world_size, deadline=None, collectives=collectives,
                           recorder=Recorder(rank, trace=False), tracker=LinkTracker(link))
