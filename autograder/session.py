@@ -109,6 +109,8 @@ class GradingSession:
             self.layers["isolation"] = isolation.layer() if sandbox else "unavailable: switched off (--no-sandbox)"
             if self.layers["isolation"].startswith("active"):
                 env[isolation.VAR] = "1"                    # each rank in a Landlock domain of its own
+            if sandbox:
+                env[isolation.ENGINE_VAR] = "1"             # a sim run's clock in an engine process
             self.share = FairShare.create() if sandbox else None
             self.runners.append(make_runner(self.kit, env, zygote=zygote, share=self.share))
             self.tests, self.problems = collect(self.runners[0], self.kit, manifest, suites, self.records, limit)

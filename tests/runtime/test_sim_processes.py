@@ -5,6 +5,7 @@ thread sim."""
 
 from __future__ import annotations
 
+import errno
 import gc
 import os
 import sys
@@ -22,13 +23,13 @@ from tests.runtime.exercise import check_exercise, exercise
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="forks (Linux)")
 
 
-def _run(fn, p, args=(), network=SimNetwork(), collectives=True):
+def _run(fn, p, args=(), network=SimNetwork(), collectives=True, confine=None):
     """run_on_processes as the rank host's sim process calls it: (reply, what the ranks printed)."""
     printed = []
     payload = cloudpickle.dumps((fn, p, tuple(args), {}, {}))
     meta = {"world_size": p, "alpha": network.alpha, "beta": network.beta, "eager_limit": network.eager_limit,
             "collectives": collectives, "trace": True}
-    reply = run_on_processes(payload, tuple(sys.path), meta, printed.append)
+    reply = run_on_processes(payload, tuple(sys.path), meta, printed.append, confine)
     if reply[0] == "encoded result":
         reply = (reply[0], [plain.decode(v) for v in reply[1]], *reply[2:])
     return reply, printed
@@ -110,3 +111,56 @@ def test_a_failure_a_deadlock_and_an_exit_are_reported_as_on_the_thread_sim(no_l
     assert (reply[1].rank, reply[1].exc_type) == (0, "RankExited"), reply[1]
     reply, _ = _run(_returns_a_lock, 2)
     assert reply[1].exc_type == "TypeError" and "could not be sent back" in reply[1].message, reply[1]
+
+
+def _what_a_rank_reaches(group):
+    """Whether this rank can open the engine's memory, whether it is dumpable, its open descriptors."""
+    import ctypes
+    try:
+        with open(f"/proc/{os.getppid()}/mem", "rb"):
+            engine = "opened"
+    except OSError as exc:
+        engine = exc.errno
+    return {"engine_mem": engine, "dumpable": ctypes.CDLL(None).prctl(3, 0, 0, 0, 0),
+            "fds": [int(f) for f in os.listdir("/proc/self/fd")], "link": group._backend.link.conn.fileno()}
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="runs the engine as another uid, as a grading's sandbox does: root")
+def test_without_landlock_no_rank_reaches_the_engine_or_its_link():
+    """A grading where Landlock is refused (isolation.VAR unset, ENGINE_VAR set): the engine runs in a child
+    as an unprivileged uid, made dumpable (as after an exec, or where fs.suid_dumpable is 1) and holding
+    a pipe that stands for its link to the launcher. Its ranks must find the engine's memory closed to
+    them, be undumpable themselves, and hold no descriptor but their own link to the engine."""
+    import ctypes
+    import pickle
+
+    from minitorch_dist.runtime.launching import isolation
+    from minitorch_dist.runtime.launching.worker import isolate_sim_process
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:                                             # the engine
+        code = 1
+        try:
+            os.close(r)
+            os.environ.pop(isolation.VAR, None)
+            os.environ[isolation.ENGINE_VAR] = "1"
+            os.setgroups([])
+            os.setresgid(65534, 65534, 65534)
+            os.setresuid(65534, 65534, 65534)
+            ctypes.CDLL(None).prctl(4, 1, 0, 0, 0)           # PR_SET_DUMPABLE 1
+            reply, _ = _run(_what_a_rank_reaches, 3, confine=lambda fds: isolate_sim_process((w, *fds)))
+            os.write(w, pickle.dumps(reply[:2]))
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(w)
+    with os.fdopen(r, "rb") as f:
+        got = f.read()
+    assert os.waitpid(pid, 0)[1] == 0
+    kind, values = pickle.loads(got)
+    assert kind == "encoded result", values
+    for v in values:
+        assert v["engine_mem"] in (errno.EACCES, errno.EPERM), v
+        assert v["dumpable"] == 0, v
+        others = set(v["fds"]) - {0, 1, 2, v["link"]}
+        assert w not in others and len(others) <= 1, v           # at most the listing's own descriptor

@@ -221,10 +221,10 @@ def _sim_main(conn: Connection, payload: bytes) -> None:
     from ..sim import processes
     from ..sim.network import run_sim
     from . import isolation
-    from .worker import RankStream, isolate
+    from .worker import RankStream, isolate, isolate_sim_process
     sys_path, payload, meta = payload
     world_size = meta["world_size"]
-    engine = isolation.wanted() and world_size <= processes.MAX_RANKS    # a grading: the clock out of reach
+    engine = isolation.engine_wanted() and world_size <= processes.MAX_RANKS   # a grading: the clock out of reach
     if not engine:                            # in a grading: no reach into the test's other processes
         isolate(keep=(conn.fileno(),))
     lock = threading.Lock()
@@ -237,7 +237,7 @@ def _sim_main(conn: Connection, payload: bytes) -> None:
     try:
         if engine:                            # the ranks' domains are made beside the engine's, not in it
             reply = processes.run_on_processes(payload, sys_path, meta, send,
-                                               lambda fds: isolate(keep=(conn.fileno(), *fds)))
+                                               lambda fds: isolate_sim_process((conn.fileno(), *fds)))
         else:
             extend_path(sys_path)             # where the launcher's functions are importable from
             fn, world_size, args, kwargs, options = cloudpickle.loads(payload)

@@ -3,6 +3,8 @@
     MINITORCH_DIST_ISOLATE_RANKS=1       # set by the autograder for its rank processes
     isolation.isolate_rank()              # in a rank, after fork (or at the start of an mpiexec rank),
                                           # before any code under test runs
+    MINITORCH_DIST_SIM_ENGINE=1           # every sandboxed grading, Landlock or not: sim runs in an
+                                          # engine process (sim/processes.py; close_inherited, undumpable)
 
 Every rank of a grading runs as the same sandbox uid, so without this a rank could hand its input
 to a sibling outside the sockets whose traffic the grader measures: through a file in a folder
@@ -32,6 +34,7 @@ import sys
 import tempfile
 
 VAR = "MINITORCH_DIST_ISOLATE_RANKS"
+ENGINE_VAR = "MINITORCH_DIST_SIM_ENGINE"       # every grading, Landlock or not: sim/processes.py
 CREATE_RULESET, ADD_RULE, RESTRICT_SELF = 444, 445, 446      # the same number on every architecture
 VERSION_FLAG, RULE_PATH_BENEATH = 1, 1
 EXECUTE, WRITE_FILE, READ_FILE, READ_DIR = 1 << 0, 1 << 1, 1 << 2, 1 << 3
@@ -41,7 +44,7 @@ REFER, TRUNCATE, IOCTL_DEV = 1 << 13, 1 << 14, 1 << 15                  # ABI 2,
 SCOPE_ABSTRACT_UNIX_SOCKET, SCOPE_SIGNAL = 1 << 0, 1 << 1                # ABI 6
 READ = EXECUTE | READ_FILE | READ_DIR
 FILE_RIGHTS = EXECUTE | WRITE_FILE | READ_FILE | TRUNCATE | IOCTL_DEV   # what a rule on a file may allow
-PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 38, 22, 2
+PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP, SECCOMP_MODE_FILTER, PR_SET_DUMPABLE = 38, 22, 2, 4
 # Per architecture: (audit arch, [shmget, shmat, semget, msgget, mq_open], socket, lowest number of
 # another ABI of it: x32). System V IPC and message queues are not files: Landlock does not see them
 SECCOMP = {"x86_64": (0xC000003E, [29, 30, 64, 68, 240], 41, 0x40000000),
@@ -76,6 +79,11 @@ def wanted() -> bool:
     return os.environ.get(VAR) == "1"
 
 
+def engine_wanted() -> bool:
+    """A grading (with or without Landlock): a sim run's clock in an engine process (sim/processes.py)."""
+    return os.environ.get(ENGINE_VAR) == "1"
+
+
 def abi() -> tuple[int, str]:
     """(Landlock's ABI version here, why not when 0)."""
     version = _libc.syscall(CREATE_RULESET, None, ctypes.c_size_t(0), ctypes.c_uint32(VERSION_FLAG))
@@ -99,8 +107,9 @@ def layer() -> str:
     version, why = abi()
     if not version:
         return (f"unavailable: {why}; the ranks of a test share their uid's files, /proc and abstract sockets, "
-                f"so they can hand each other inputs outside the measured sockets, and a sim run's ranks are "
-                f"threads of the process that keeps its clock")
+                f"so they can hand each other inputs outside the measured sockets; a sim run of up to 64 ranks "
+                f"still has a process per rank and its clock in an engine process that no rank can trace, read "
+                f"or write (not dumpable; the ranks keep no descriptor but their own link to it)")
     scopes = ("abstract unix sockets and signals scoped to the rank" if version >= 6 else
               "abstract unix sockets and signals NOT scoped (Landlock ABI < 6)")
     return (f"active: Landlock ABI {version}, a domain per rank process: it writes only its own folder, reads "
@@ -124,12 +133,7 @@ def isolate_rank(keep: tuple[int, ...] = (), shared: tuple[str, ...] = ()) -> st
     version, why = abi()
     if not version:
         raise OSError(why)
-    for fd in _open_descriptors():
-        if fd > 2 and fd not in keep:
-            os.close(fd)
-    null = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(null, 0)
-    os.close(null)
+    close_inherited(keep)
     folder = tempfile.mkdtemp(prefix=f"rank{os.getpid()}-", dir=os.environ.get("TMPDIR") or None)
     rights = handled_fs(version)
     attr = _RulesetAttr(rights, 0, SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL if version >= 6 else 0)
@@ -151,6 +155,23 @@ def isolate_rank(keep: tuple[int, ...] = (), shared: tuple[str, ...] = ()) -> st
     os.environ.update(TMPDIR=folder, HOME=folder)
     tempfile.tempdir = folder
     return folder
+
+
+def close_inherited(keep: tuple[int, ...] = ()) -> None:
+    """Close every descriptor but 0-2 and `keep`; stdin becomes a /dev/null of this process's own."""
+    for fd in _open_descriptors():
+        if fd > 2 and fd not in keep:
+            os.close(fd)
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+
+
+def undumpable() -> None:
+    """PR_SET_DUMPABLE 0: no process without CAP_SYS_PTRACE, the same uid's included, can trace this one
+    or open its /proc/PID/mem, fd/ or environ (process_vm_readv, pidfd_getfd alike). Landlock or not."""
+    if _libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
+        _check(-1, "prctl(PR_SET_DUMPABLE)")
 
 
 def deny_unmeasured_ipc() -> bool:

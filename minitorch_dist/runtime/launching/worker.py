@@ -205,6 +205,21 @@ def isolate(keep: tuple[int, ...] = (), shared: tuple[str, ...] = ()) -> None:
             os._exit(3)
 
 
+def isolate_sim_process(keep: tuple[int, ...]) -> None:
+    """A sim engine or sim rank process in a grading (sim/processes.py): isolate(), and, Landlock or not,
+    every descriptor but `keep` closed and the process not dumpable, so no rank can trace, read or write
+    the engine or a sibling, nor write to the engine's link to the launcher."""
+    from . import isolation
+    isolate(keep)
+    if isolation.engine_wanted():
+        try:
+            isolation.close_inherited(keep)
+            isolation.undumpable()
+        except OSError as exc:
+            print(f"sim process isolation failed: {exc}", file=sys.stderr, flush=True)
+            os._exit(3)
+
+
 def forked_main(rank: int, world_size: int, address, authkey: bytes, spec: dict) -> None:
     """Entry point of a forked (or spawned) worker."""
     os.setpgrp()        # a Ctrl-C in the terminal reaches the caller, which stops us cleanly

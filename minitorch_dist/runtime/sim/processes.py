@@ -4,15 +4,17 @@
 
 On the thread sim every rank is a thread of one process: rank code can move the virtual clock,
 rewrite the counters and the trace, and read every rank's data, so a grader cannot believe the
-times it reports. Here (gradings, where each rank gets a Landlock domain of its own) each rank is
+times it reports. Here (gradings, MINITORCH_DIST_SIM_ENGINE=1) each rank is
 a process forked from this one, the engine: the rank runs the function under test on a Group
 whose backend asks the engine for everything (rank_process.py), and the engine runs run_sim
 with one serving thread per rank that performs the rank's requests on that rank's real sim
 Group. The scheduler, the clocks, the message queues, the counters and the trace are the
 engine's, and the engine never runs, unpickles or imports the code under test: the payload
 (function and arguments, cloudpickled by the launcher) is unpickled in the ranks only, and
-everything a rank sends is decoded as plain data (launching/plain.py). A rank's domain keeps it
-out of the engine's memory. compute(seconds) calls are counted (RunResult.counters: op
+everything a rank sends is decoded as plain data (launching/plain.py). The engine is undumpable
+before it forks (no process of the uid can trace it or open its memory), each rank keeps no
+descriptor but its own link to it, and where Landlock answers each rank also has a domain of its
+own (launching/worker.py, isolate_sim_process). compute(seconds) calls are counted (RunResult.counters: op
 "compute"), as every operation is.
 
 One rank runs at a time, as on the thread sim: a serving thread holds the baton while its rank
@@ -31,6 +33,7 @@ import torch
 
 from ..errors import PeerFailedError, RankError
 from ..launching import channel
+from ..launching.isolation import undumpable
 from ..launching.plain import PlainDataError, encode
 from .network import SimNetwork, run_sim
 from .rank_process import rank_main
@@ -43,8 +46,11 @@ def run_on_processes(payload: bytes, sys_path, meta: dict, out, confine=None) ->
     RankError, its cause encoded or None) for a run of meta["world_size"] ranks, each a process forked
     here. `out` sends a rank's ("out", stream, text) on to the launcher (one serving thread at a time).
     `confine(fds)`, once the ranks are forked: the engine's own isolation, keeping `fds` (a domain
-    made before the forks would hold the ranks' own, and keep each from its own /proc entry)."""
+    made before the forks would hold the ranks' own, and keep each from its own /proc entry); with it,
+    the engine is made undumpable before the forks (the ranks are born so, and cannot open its memory)."""
     p = meta["world_size"]
+    if confine is not None:             # before the forks: a rank may open /proc/PID/mem before the engine
+        undumpable()                    # confines itself, and the check is made at open only
     pairs = [socket.socketpair() for _ in range(p)]
     pids = []
     for r in range(p):

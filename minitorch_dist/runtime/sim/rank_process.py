@@ -162,12 +162,12 @@ def rank_main(rank: int, world_size: int, fd: int, payload: bytes, sys_path, col
 
     from ..errors import user_traceback
     from ..launching.host_link import extend_path
-    from ..launching.worker import RankStream, die_with_parent, isolate
+    from ..launching.worker import RankStream, die_with_parent, isolate_sim_process
     code = 0
     sys.stdout, sys.stderr = sys.__stdout__, sys.__stderr__   # not the engine's streams to the launcher
     try:
         die_with_parent()
-        isolate(keep=(fd,))                    # in a grading: a Landlock domain of this rank's own
+        isolate_sim_process((fd,))             # in a grading: its own link only; its own Landlock domain
         link = RankLink(Connection(fd))
         sys.stdout, sys.stderr = RankStream(link.send, "stdout"), RankStream(link.send, "stderr")
         extend_path(sys_path)
