@@ -21,6 +21,11 @@ launch_module = sys.modules["minitorch_dist.runtime.launching.launch"]
 @pytest.fixture
 def host(tmp_path, monkeypatch):
     """A rank host in its own process, and this process's launches pointed at it."""
+    yield from start_host(tmp_path, monkeypatch)
+
+
+def start_host(tmp_path, monkeypatch):
+    """The host fixture's body: a rank host started with this process's environment."""
     path = str(tmp_path / "host.sock")
     proc = subprocess.Popen([sys.executable, "-c", f"from minitorch_dist.runtime.launching.host import serve; serve({path!r})"],
                             cwd=ROOT, env=dict(os.environ, PYTHONPATH=ROOT))

@@ -1,6 +1,7 @@
 """launch(..., rank_args=[...]): rank r gets exactly its own element, and on rank processes (gloo,
-mpi) no other rank's element is anywhere in its Python objects. On sim (threads of one process)
-the others' elements are there: the control that shows the search finds them when present."""
+mpi, and a grading's sim engine) no other rank's element is anywhere in its Python objects. On the
+thread sim (threads of one process) the others' elements are there: the control that shows the
+search finds them when present."""
 
 import gc
 import secrets
@@ -9,7 +10,7 @@ import pytest
 import torch
 
 from minitorch_dist import LaunchError, launch, shutdown
-from tests.runtime.test_host import host  # noqa: F401  (the fixture: a rank host, as under the autograder)
+from tests.runtime.test_host import host, start_host  # noqa: F401  (the fixture: a rank host, as under the autograder)
 
 
 def foreign_markers(markers: list[str], mine: int) -> list[int]:
@@ -65,11 +66,28 @@ def test_each_rank_process_receives_only_its_own_element(backend):
 @pytest.mark.parametrize("backend", ["gloo", "sim"])
 def test_through_a_rank_host_each_rank_gets_its_element(host, backend):  # noqa: F811
     """The autograder's path: the host forks the gloo ranks (it never saw the elements) or runs the
-    whole sim run, and the replies come back as plain data."""
+    whole sim run (here on threads), and the replies come back as plain data."""
     token, res = launch_with_markers(backend)
     assert [got["marker"] for got in res] == [f"{token}-rank{r}" for r in range(3)]
     assert [float(got["x"][0]) for got in res] == [1.0, 11.0, 21.0]
     assert res[1]["foreign"] == ([] if backend == "gloo" else [0, 2])
+
+
+@pytest.fixture
+def engine_host(tmp_path, monkeypatch):
+    """A rank host whose sim runs go to the engine, a process per rank (sim/processes.py), as in a grading."""
+    from minitorch_dist.runtime.launching import isolation
+    monkeypatch.setenv(isolation.ENGINE_VAR, "1")
+    yield from start_host(tmp_path, monkeypatch)
+
+
+def test_through_a_grading_rank_host_each_sim_rank_process_holds_its_own_element_only(engine_host):
+    """The engine's ranks are forked from a process that received every element: each empties the list
+    that holds them before the code under test runs, keeping its own."""
+    token, res = launch_with_markers("sim")
+    assert [got["marker"] for got in res] == [f"{token}-rank{r}" for r in range(3)]
+    assert [float(got["x"][0]) for got in res] == [1.0, 11.0, 21.0]
+    assert [got["foreign"] for got in res] == [[], [], []]
 
 
 def test_on_sim_every_rank_gets_its_element_but_the_process_holds_all_of_them():

@@ -23,12 +23,14 @@ from tests.runtime.exercise import check_exercise, exercise
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="forks (Linux)")
 
 
-def _run(fn, p, args=(), network=SimNetwork(), collectives=True, confine=None):
-    """run_on_processes as the rank host's sim process calls it: (reply, what the ranks printed)."""
+def _run(fn, p, args=(), network=SimNetwork(), collectives=True, confine=None, own=None):
+    """run_on_processes as the rank host's sim process calls it: (reply, what the ranks printed).
+    `own`: each rank's own arguments, pickled (meta["own"], as run_sim_on_host sends them)."""
     printed = []
     payload = cloudpickle.dumps((fn, p, tuple(args), {}, {}))
     meta = {"world_size": p, "alpha": network.alpha, "beta": network.beta, "eager_limit": network.eager_limit,
-            "collectives": collectives, "trace": True}
+            "collectives": collectives, "trace": True,
+            "own": own}
     reply = run_on_processes(payload, tuple(sys.path), meta, printed.append, confine)
     if reply[0] == "encoded result":
         reply = (reply[0], [plain.decode(v) for v in reply[1]], *reply[2:])
@@ -164,3 +166,31 @@ def test_without_landlock_no_rank_reaches_the_engine_or_its_link():
         assert v["dumpable"] == 0, v
         others = set(v["fds"]) - {0, 1, 2, v["link"]}
         assert w not in others and len(others) <= 1, v           # at most the listing's own descriptor
+
+
+def _hunt_the_others_inputs(group, shared, mine):
+    """Every marker of a rank's own argument that this rank's Python objects lead to (gc's containers,
+    and the bytes and strings in them), besides the argument it was given."""
+    import re
+    found = set()
+    for obj in gc.get_objects():
+        items = obj.values() if type(obj) is dict else obj if type(obj) in (list, tuple) else ()
+        for item in items:
+            if isinstance(item, (bytes, str)):
+                text = item.decode("latin-1") if isinstance(item, bytes) else item
+                found.update(int(d) for d in re.findall(r"input-of-rank-(\d)", text))
+    return {"shared": shared, "mine": mine, "others": sorted(found - {group.rank})}
+
+
+def test_a_rank_process_holds_its_own_arguments_only():
+    """launch's rank_args: rank r's process gets rank_args[r] after the shared args, and none of its
+    Python objects leads to another rank's (the message every rank inherited from the engine is
+    emptied in each; on the thread sim every rank sees all of them)."""
+    pickled = [cloudpickle.dumps((f"input-of-rank-{r}",)) for r in range(4)]     # the plain ones are gone
+    reply, _ = _run(_hunt_the_others_inputs, 4, args=("shared",), own=pickled)
+    assert reply[0] == "encoded result", reply
+    assert reply[1] == [{"shared": "shared", "mine": f"input-of-rank-{r}", "others": []} for r in range(4)]
+    from minitorch_dist.runtime.launching.per_rank import appended
+    own = [(f"input-of-rank-{r}",) for r in range(4)]
+    threads = run_sim(appended(_hunt_the_others_inputs, own), 4, args=("shared",))
+    assert [v["others"] for v in threads] == [[q for q in range(4) if q != r] for r in range(4)]

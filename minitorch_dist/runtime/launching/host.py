@@ -220,7 +220,7 @@ def _sim_main(conn: Connection, payload: bytes) -> None:
     from ..errors import user_traceback
     from ..sim import processes
     from ..sim.network import run_sim
-    from . import isolation
+    from . import isolation, per_rank
     from .worker import RankStream, isolate, isolate_sim_process
     sys_path, payload, meta = payload
     world_size = meta["world_size"]
@@ -241,6 +241,8 @@ def _sim_main(conn: Connection, payload: bytes) -> None:
         else:
             extend_path(sys_path)             # where the launcher's functions are importable from
             fn, world_size, args, kwargs, options = cloudpickle.loads(payload)
+            if meta.get("own") is not None:   # threads of one process: each rank picks its own element
+                fn = per_rank.appended(fn, [cloudpickle.loads(a) for a in meta["own"]])
             res = run_sim(fn, world_size, args, kwargs, **options)
             reply = ("result", list(res), res.counters, res.events, res.wall_time, res.sim_time)
     except RankError as err:

@@ -163,8 +163,10 @@ def start_mpiexec(address: str, cmd: list[str], extra_env: dict) -> HostPopen:
     return HostPopen(link, reply[1])
 
 
-def run_sim_on_host(address: str, fn, world_size: int, args, kwargs, options: dict):
-    """run_sim(...) in a process forked by the host; returns the RunResult or raises its RankError."""
+def run_sim_on_host(address: str, fn, world_size: int, args, kwargs, options: dict, own=None):
+    """run_sim(...) in a process forked by the host; returns the RunResult or raises its RankError.
+    `own`: launch's rank_args, each rank's pickled apart (meta["own"]): where the ranks are processes
+    (the sim engine) rank r's process holds rank_args[r] only."""
     import cloudpickle
 
     from ..results import RunResult
@@ -174,7 +176,8 @@ def run_sim_on_host(address: str, fn, world_size: int, args, kwargs, options: di
         payload = cloudpickle.dumps((fn, world_size, tuple(args), dict(kwargs or {}), options))
         net = options.get("network") or SimNetwork()
         meta = {"world_size": world_size, "alpha": net.alpha, "beta": net.beta, "eager_limit": net.eager_limit,
-                "collectives": options.get("collectives", True), "trace": options.get("trace", True)}
+                "collectives": options.get("collectives", True), "trace": options.get("trace", True),
+                "own": None if own is None else [cloudpickle.dumps(tuple(a)) for a in own]}
         link.request(("sim", (tuple(sys.path), payload, meta)), reply=False)
         while True:
             msg = link.next(None)

@@ -206,10 +206,10 @@ def launch(fn, world_size: int | None = None, *, args=(), kwargs=None, rank_args
             raise LaunchError(f"launch(backend={backend!r}, device={device!r}): the simulator runs on the CPU; "
                               f"device= is for gloo, mpi and nccl")
         from .host_link import host_address, run_sim_on_host
-        fn = per_rank.appended(fn, own)      # threads of one process: each rank picks its own element
         if host_address():            # untrusted rank code: the whole sim runs in the rank host
             return run_sim_on_host(host_address(), fn, world_size, args, kwargs,
-                                   {"network": network, "collectives": collectives, "trace": trace})
+                                   {"network": network, "collectives": collectives, "trace": trace}, own)
+        fn = per_rank.appended(fn, own)      # threads of one process: each rank picks its own element
         from ..sim.network import run_sim
         return run_sim(fn, world_size, args, kwargs, network=network, collectives=collectives, trace=trace)
     if network is not None:

@@ -5,10 +5,12 @@
 Rank processes (gloo, mpi, nccl): each rank's element is pickled apart and sent to that rank's
 process only, with its task (worker.Task.rank_payload), so no rank process ever holds another
 rank's element (unless it inherited it: ranks forked by this very call copy the caller's memory;
-warm ranks, spawned ranks, mpiexec's and a rank host's do not). The other paths run fn through
-`appended`, which picks the rank's own element at call time: on sim every rank is a thread of
-one process holding every element, and under an outside launcher (mpirun, torchrun, srun) or
-after world_group() each process holds what its own script built.
+warm ranks, spawned ranks, mpiexec's and a rank host's do not). So does a grading's sim engine
+(sim/processes.py): its rank processes are forked holding every element, and each empties the one
+list that holds them, keeping its own. The other paths run fn through `appended`, which picks the
+rank's own element at call time: on the thread sim every rank is a thread of one process holding
+every element, and under an outside launcher (mpirun, torchrun, srun) or after world_group() each
+process holds what its own script built.
 """
 
 from __future__ import annotations

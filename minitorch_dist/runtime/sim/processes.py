@@ -14,8 +14,9 @@ engine's, and the engine never runs, unpickles or imports the code under test: t
 everything a rank sends is decoded as plain data (launching/plain.py). The engine is undumpable
 before it forks (no process of the uid can trace it or open its memory), each rank keeps no
 descriptor but its own link to it, and where Landlock answers each rank also has a domain of its
-own (launching/worker.py, isolate_sim_process). compute(seconds) calls are counted (RunResult.counters: op
-"compute"), as every operation is.
+own (launching/worker.py, isolate_sim_process). launch's rank_args come pickled apart (meta["own"]);
+each rank keeps its own and empties the list before the code under test runs. compute(seconds)
+calls are counted (RunResult.counters: op "compute"), as every operation is.
 
 One rank runs at a time, as on the thread sim: a serving thread holds the baton while its rank
 computes, and each request is answered before the rank goes on, so a run is the same sequence
@@ -51,6 +52,7 @@ def run_on_processes(payload: bytes, sys_path, meta: dict, out, confine=None) ->
     p = meta["world_size"]
     if confine is not None:             # before the forks: a rank may open /proc/PID/mem before the engine
         undumpable()                    # confines itself, and the check is made at open only
+    own = meta.get("own")             # launch's rank_args, each rank's pickled apart, or None
     pairs = [socket.socketpair() for _ in range(p)]
     pids = []
     for r in range(p):
@@ -60,8 +62,13 @@ def run_on_processes(payload: bytes, sys_path, meta: dict, out, confine=None) ->
                 mine.close()
                 if i != r:
                     theirs.close()
-            rank_main(r, p, pairs[r][1].detach(), payload, sys_path, meta["collectives"])
+            extra = None if own is None else own[r]
+            if own is not None:          # the one list every copy of the message refers to, emptied: no
+                own.clear()              # object in this process leads to another rank's arguments
+            rank_main(r, p, pairs[r][1].detach(), payload, sys_path, meta["collectives"], extra)
         pids.append(pid)
+    if own is not None:
+        own.clear()
     conns = []
     for mine, theirs in pairs:
         theirs.close()

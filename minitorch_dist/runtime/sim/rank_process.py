@@ -153,9 +153,11 @@ def _cause(exc: BaseException) -> bytes | None:
         return None
 
 
-def rank_main(rank: int, world_size: int, fd: int, payload: bytes, sys_path, collectives: bool) -> None:
+def rank_main(rank: int, world_size: int, fd: int, payload: bytes, sys_path, collectives: bool,
+              own: bytes | None = None) -> None:
     """A rank process: run the function under test on a Group over RemoteBackend, then send the engine
-    ("done", value) or ("fail", exception type, message, traceback). Never returns."""
+    ("done", value) or ("fail", exception type, message, traceback). Never returns. `own`: this rank's
+    own arguments (launch's rank_args[rank], pickled), passed after the shared ones."""
     from multiprocessing.connection import Connection
 
     import cloudpickle
@@ -172,6 +174,7 @@ def rank_main(rank: int, world_size: int, fd: int, payload: bytes, sys_path, col
         sys.stdout, sys.stderr = RankStream(link.send, "stdout"), RankStream(link.send, "stderr")
         extend_path(sys_path)
         fn, _, args, kwargs, _ = cloudpickle.loads(payload)
+        args = (*args, *(cloudpickle.loads(own) if own is not None else ()))
         ctx = RankContext(world_rank=rank, world_size=world_size, deadline=None, collectives=collectives,
                           recorder=Recorder(rank, trace=False), tracker=LinkTracker(link))
         group = Group(RemoteBackend(link, 0, rank, tuple(range(world_size))), ctx)
