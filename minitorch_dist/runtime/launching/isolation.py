@@ -117,9 +117,8 @@ def layer() -> str:
             f"itself; {scopes}; inherited descriptors closed; System V IPC, message queues, IP sockets other "
             f"than TCP and another process's rlimits, affinity and priority refused (seccomp); a sim run of up "
             f"to 64 ranks has a process per rank and its clock in an engine process outside their domains. "
-            f"Not closed: mpi "
-            f"ranks share /dev/shm (MPICH's segments) and can start processes outside their domains "
-            f"(MPI_Comm_spawn)")
+            f"mpi ranks write /dev/shm only until MPI_Init has mapped MPICH's segments, before any code under "
+            f"test runs. Not closed: mpi ranks can start processes outside their domains (MPI_Comm_spawn)")
 
 
 def isolate_rank(keep: tuple[int, ...] = (), shared: tuple[str, ...] = ()) -> str:
@@ -129,12 +128,37 @@ def isolate_rank(keep: tuple[int, ...] = (), shared: tuple[str, ...] = ()) -> st
     First every inherited descriptor but 0-2 and `keep` is closed (mpiexec's process manager leaves
     pipes in every rank, some with both ends: a channel between ranks) and stdin becomes a /dev/null
     of this process's own: an open file that ranks share carries data in its offset and flags.
-    `shared`: folders the rank may also write although its siblings can too (MPICH's /dev/shm)."""
+    `shared`: folders the rank may also write although its siblings can too (MPICH's /dev/shm), until
+    drop_shared()."""
     version, why = abi()
     if not version:
         raise OSError(why)
     close_inherited(keep)
     folder = tempfile.mkdtemp(prefix=f"rank{os.getpid()}-", dir=os.environ.get("TMPDIR") or None)
+    _restrict(version, folder, shared, first=True)
+    os.environ.update(TMPDIR=folder, HOME=folder)
+    tempfile.tempdir = folder
+    _state.update(version=version, folder=folder, shared=tuple(shared))
+    return folder
+
+
+def drop_shared() -> bool:
+    """A domain inside this rank's own, with the same rules less isolate_rank's `shared` folders: an mpi
+    rank once MPI_Init has mapped (and this kit unlinked) every segment in /dev/shm, which siblings
+    could otherwise use to swap inputs while the code under test runs. True when one was made."""
+    if not _state.get("shared"):
+        return False
+    _restrict(_state["version"], _state["folder"], (), first=False)
+    _state["shared"] = ()
+    return True
+
+
+_state: dict = {}       # this process's domain: Landlock version, private folder, shared folders
+
+
+def _restrict(version: int, folder: str, shared: tuple[str, ...], first: bool) -> None:
+    """landlock_restrict_self with this rank's rules (_rules); the first time, no_new_privs and the
+    seccomp filter too."""
     rights = handled_fs(version)
     attr = _RulesetAttr(rights, 0, SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL if version >= 6 else 0)
     size = ctypes.sizeof(attr) if version >= 6 else 8
@@ -146,15 +170,13 @@ def isolate_rank(keep: tuple[int, ...] = (), shared: tuple[str, ...] = ()) -> st
                 raise OSError(f"the ranks' folders ({os.path.dirname(folder)}) lie in {path}, which every "
                               f"rank may read")
             _allow(ruleset, path, allowed)
-        if _libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+        if first and _libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
             _check(-1, "prctl(PR_SET_NO_NEW_PRIVS)")
         _check(_libc.syscall(RESTRICT_SELF, ruleset, ctypes.c_uint32(0)), "landlock_restrict_self")
-        deny_unmeasured_ipc()
+        if first:
+            deny_unmeasured_ipc()
     finally:
         os.close(ruleset)
-    os.environ.update(TMPDIR=folder, HOME=folder)
-    tempfile.tempdir = folder
-    return folder
 
 
 def close_inherited(keep: tuple[int, ...] = ()) -> None:

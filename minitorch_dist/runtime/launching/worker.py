@@ -156,6 +156,7 @@ def serve(rank: int, world_size: int, address, authkey: bytes, spec: dict) -> No
 
     threading.Thread(target=attach_and_read, name="minitorch_dist-launcher-link", daemon=True).start()
     backend, store, tracker_factory = make_world(rank, world_size, spec)
+    drop_shared()            # an mpi rank: /dev/shm closed once every segment is mapped and unlinked
     linked.wait()
     conn = link["conn"]
     sys.stdout, sys.stderr = RankStream(send, "stdout"), RankStream(send, "stderr")
@@ -205,6 +206,18 @@ def isolate(keep: tuple[int, ...] = (), shared: tuple[str, ...] = ()) -> None:
             os._exit(3)
 
 
+def drop_shared() -> None:
+    """In a grading, once the world backend is built: the folders isolate() let this rank write beside
+    its siblings (an mpi rank's /dev/shm) closed by a domain inside its own (isolation.drop_shared)."""
+    from . import isolation
+    if isolation.wanted():
+        try:
+            isolation.drop_shared()
+        except OSError as exc:
+            print(f"rank isolation failed: {exc}", file=sys.stderr, flush=True)
+            os._exit(3)
+
+
 def isolate_sim_process(keep: tuple[int, ...]) -> None:
     """A sim engine or sim rank process in a grading (sim/processes.py): isolate(), and, Landlock or not,
     every descriptor but `keep` closed and the process not dumpable, so no rank can trace, read or write
@@ -232,7 +245,8 @@ def _mpi_main() -> None:
     """Entry point under mpiexec: python -m minitorch_dist.runtime.launching.worker HOST PORT SPEC."""
     import json
     pmi = os.environ.get("PMI_FD", "")             # MPI_Init's link to the process manager
-    # /dev/shm stays writable: MPICH's init maps every local rank's segment there (open to mpi ranks)
+    # /dev/shm stays writable until the world backend is built: MPICH's init maps every local rank's
+    # segment there (serve() then closes it: drop_shared)
     isolate(keep=(int(pmi),) if pmi.isdigit() else (), shared=("/dev/shm",))
     from ..transports.mpi_progress import _mpi
     MPI = _mpi()
