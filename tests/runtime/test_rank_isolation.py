@@ -15,7 +15,7 @@ import sys
 import pytest
 import torch
 
-from minitorch_dist import launch, shutdown
+from minitorch_dist import RankError, launch, shutdown
 from minitorch_dist.runtime.launching import isolation
 from tests.runtime.test_mpi import MPIRUN
 
@@ -117,6 +117,20 @@ def _mpi_rank(group, outside: str):
     return x.tolist(), os.environ["TMPDIR"] != outside, wrote
 
 
+def _mpi_rank_uses_pmi(group, how):
+    """MPI_Publish_name (a string any rank of the job could look up, through mpiexec) on rank 1, or
+    MPI_Comm_spawn (a process mpiexec starts outside the ranks' domains) from rank 0."""
+    import sys
+
+    from mpi4py import MPI
+    group.barrier()
+    if how == "publish" and group.rank == 1:
+        MPI.Publish_name(f"svc-{os.getpid()}", "my input is 42")
+    if how == "spawn":
+        MPI.COMM_WORLD.Spawn(sys.executable, ["-c", "print('SPAWNED', flush=True)"], 1, root=0)
+    return how
+
+
 @pytest.mark.mpi
 @pytest.mark.slow
 @pytest.mark.skipif(MPIRUN is None, reason="no mpirun")
@@ -133,6 +147,28 @@ def test_mpiexec_ranks_are_isolated_too(tmp_path, monkeypatch):
     finally:
         shutdown()
     assert found == [([12.0] * 3, True, ["EACCES", "EACCES"])] * 2 + [([6.0] * 3, True, ["EACCES", "EACCES"])], found
+
+
+@pytest.mark.mpi
+@pytest.mark.slow
+@pytest.mark.skipif(MPIRUN is None, reason="no mpirun")
+def test_an_mpiexec_rank_cannot_use_its_process_manager_link_after_init(monkeypatch):
+    """In a grading a rank's PMI link goes through a relay (launching/pmi_relay.py) that, once the world
+    communicator is built, passes finalize and abort only: MPI_Publish_name (a channel between ranks
+    through mpiexec) and MPI_Comm_spawn fail on their rank with the relay's reason, and the job ends,
+    no hang."""
+    monkeypatch.setenv(isolation.VAR, "1")
+    monkeypatch.setenv("MINITORCH_DIST_KERNEL_TRAFFIC", "1")
+    for how, ranks, call in (("publish", [1], "MPI_Publish_name"), ("spawn", [0, 1, 2], "MPI_Comm_spawn")):
+        shutdown()
+        try:
+            with pytest.raises(RankError) as err:
+                launch(_mpi_rank_uses_pmi, 3, args=(how,), backend="mpi", fresh=True, timeout=120)
+        finally:
+            shutdown()
+        assert err.value.rank in ranks, err.value           # spawn fails on every rank: the first one told
+        assert call in err.value.message, err.value
+        assert "link to mpiexec (PMI) carries only MPI_Init, MPI_Finalize and MPI_Abort" in err.value.message, err.value
 
 
 def test_without_the_variable_nothing_is_isolated(tmp_path, monkeypatch):

@@ -12,4 +12,5 @@
     stores.py      the job's TCPStore: its server on 127.0.0.1 in the launcher, the ranks' clients
     per_rank.py    launch(..., rank_args=...): each rank's own arguments, sent to its process alone
     isolation.py   in a grading, each rank in a Landlock domain of its own (no reach into its siblings)
+    pmi_relay.py   in a grading, an mpiexec rank's link to mpiexec carries MPI_Init, Finalize, Abort only
 """

@@ -117,8 +117,9 @@ def layer() -> str:
             f"itself; {scopes}; inherited descriptors closed; System V IPC, message queues, IP sockets other "
             f"than TCP and another process's rlimits, affinity and priority refused (seccomp); a sim run of up "
             f"to 64 ranks has a process per rank and its clock in an engine process outside their domains. "
-            f"mpi ranks write /dev/shm only until MPI_Init has mapped MPICH's segments, before any code under "
-            f"test runs. Not closed: mpi ranks can start processes outside their domains (MPI_Comm_spawn)")
+            f"mpi ranks write /dev/shm only until MPI_Init has mapped MPICH's segments, and their link to "
+            f"mpiexec (PMI) then carries only MPI_Finalize and MPI_Abort (no MPI_Comm_spawn, no published "
+            f"names), before any code under test runs")
 
 
 def isolate_rank(keep: tuple[int, ...] = (), shared: tuple[str, ...] = ()) -> str:

@@ -26,7 +26,7 @@ from ..group import Group, RankContext
 from ..observe.deadlock import FAILED, FINISHED, RUNNING
 from ..observe.trace import Recorder
 from ..observe.tracker import BoardTracker
-from . import channel, plain
+from . import channel, plain, pmi_relay
 from .host_link import extend_path
 from .stores import store_client
 
@@ -57,7 +57,7 @@ def failure(rank: int, exc: BaseException, plain_only: bool = False) -> dict:
             pickle.loads(blob)
         except Exception:  # noqa: BLE001 - an unpicklable exception still gets reported as text
             blob = None
-    return {"rank": rank, "exc_type": type(exc).__name__, "message": str(exc),
+    return {"rank": rank, "exc_type": type(exc).__name__, "message": pmi_relay.explain(str(exc)),
             "traceback": user_traceback(exc), "exc": blob,
             "secondary": isinstance(exc, PeerFailedError)}
 
@@ -157,6 +157,7 @@ def serve(rank: int, world_size: int, address, authkey: bytes, spec: dict) -> No
     threading.Thread(target=attach_and_read, name="minitorch_dist-launcher-link", daemon=True).start()
     backend, store, tracker_factory = make_world(rank, world_size, spec)
     drop_shared()            # an mpi rank: /dev/shm closed once every segment is mapped and unlinked
+    pmi_relay.seal()         # ...and its link to mpiexec carries nothing but finalize and abort
     linked.wait()
     conn = link["conn"]
     sys.stdout, sys.stderr = RankStream(send, "stdout"), RankStream(send, "stderr")
@@ -244,10 +245,13 @@ def forked_main(rank: int, world_size: int, address, authkey: bytes, spec: dict)
 def _mpi_main() -> None:
     """Entry point under mpiexec: python -m minitorch_dist.runtime.launching.worker HOST PORT SPEC."""
     import json
+    from . import isolation
     pmi = os.environ.get("PMI_FD", "")             # MPI_Init's link to the process manager
+    if isolation.wanted():                         # a grading: the link carries MPI_Init only (serve seals it)
+        pmi_relay.start()
     # /dev/shm stays writable until the world backend is built: MPICH's init maps every local rank's
     # segment there (serve() then closes it: drop_shared)
-    isolate(keep=(int(pmi),) if pmi.isdigit() else (), shared=("/dev/shm",))
+    isolate(keep=((int(pmi),) if pmi.isdigit() else ()) + pmi_relay.keep(), shared=("/dev/shm",))
     from ..transports.mpi_progress import _mpi
     MPI = _mpi()
     host, port, spec = sys.argv[1], int(sys.argv[2]), json.loads(sys.argv[3])
