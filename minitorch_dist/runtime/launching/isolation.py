@@ -44,7 +44,7 @@ REFER, TRUNCATE, IOCTL_DEV = 1 << 13, 1 << 14, 1 << 15                  # ABI 2,
 SCOPE_ABSTRACT_UNIX_SOCKET, SCOPE_SIGNAL = 1 << 0, 1 << 1                # ABI 6
 READ = EXECUTE | READ_FILE | READ_DIR
 FILE_RIGHTS = EXECUTE | WRITE_FILE | READ_FILE | TRUNCATE | IOCTL_DEV   # what a rule on a file may allow
-PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP, SECCOMP_MODE_FILTER, PR_SET_DUMPABLE = 38, 22, 2, 4
+PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP, SECCOMP_MODE_FILTER, PR_SET_DUMPABLE, PR_SET_PDEATHSIG = 38, 22, 2, 4, 1
 # Per architecture: (audit arch, [shmget, shmat, semget, msgget, mq_open], socket, lowest number of
 # another ABI of it: x32). System V IPC and message queues are not files: Landlock does not see them
 SECCOMP = {"x86_64": (0xC000003E, [29, 30, 64, 68, 240], 41, 0x40000000),
