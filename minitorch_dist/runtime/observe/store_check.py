@@ -20,9 +20,9 @@ anyway). Only a sub-group's rendezvous reads it: gloo's members exchange their a
 each member, as rendezvous_bytes(k) says. The bound of a rank is the sum over the sub-groups the
 harness declares for the launch (known in the grading process from the cases, never from the ranks'
 counts), each with SLACK bytes more; no declared sub-group: 0 B. mpi ranks create sub-groups through
-MPI (no store bytes) but hold the same clients, so the same bound holds there. Not covered:
-mpiexec's own channel (PMI: MPI_Publish_name, or PMI-1 put/get on PMI_FD, through hydra off TCP;
-autograder/README.md).
+MPI (no store bytes) but hold the same clients, so the same bound holds there. mpiexec's own
+channel (PMI: MPI_Publish_name, or PMI-1 put/get on PMI_FD, through hydra off TCP) is not measured
+here: in a grading it is closed after MPI_Init (launching/pmi_relay.py).
 """
 
 from __future__ import annotations
