@@ -9,7 +9,8 @@ a grading each sim rank is a process and the scheduler lives in an engine proces
 (minitorch_dist/runtime/sim/processes.py): the write finds nothing, the padding is counted by the
 engine, and homework 1, whose times come from messages alone, fails every case that called it.
 Homework 5's bubble check holds each case to the run's own simulated time, not only to the step
-times its ranks recorded.
+times its ranks recorded: a GPipe without overlap whose ranks patch Group.now so that the recorded
+steps are the formula's scores nothing on the bubble, for that reason alone.
 """
 
 import os
@@ -83,6 +84,65 @@ def test_a_ring_that_forges_its_sim_time_scores_nothing_there(tmp_path):
     assert "ATTACK-CLOCK-WRITTEN" not in shown and "group.compute() was called" in shown, shown[-3000:]
     assert "ATTACK-ENGINE-OPENED" not in shown, shown[-3000:]
     assert "on gloo" not in shown, shown[-3000:]               # the traffic the kernel counted was the ring's
+    assert sandboxed_processes(uids_of(results)) == [], "sandboxed processes outlived the grading"
+
+
+# GPipe without overlap (each stage receives all m micro-batches before its first forward, and all m
+# gradients before its first backward: p m (t_f + t_b) a step, right values and messages), whose
+# ranks patch Group.now so that the step times the harness records are (m+p-1)(t_f+t_b) apart
+GPIPE_FORGING_ITS_STEP_TIMES = '''
+import sys as _y
+from minitorch_dist.runtime.group import Group as _G
+from assignments.hw5.tests.hw5_setup import STAGE_TIME as _ST
+_calls = _y.__dict__.setdefault("_forged_now", {})
+if stage.group.backend == "sim" and not _calls:
+    _ideal = (n_microbatches + stage.group.size - 1) * sum(_ST)
+    def _now(self):
+        _k = _calls.setdefault(self.rank, [0])
+        _k[0] += 1                              # this step's end, the next one's start, ...
+        return ((_k[0] + 1) // 2) * _ideal
+    _G.now = _now
+    _calls["installed"] = [0]
+    print("ATTACK-NOW-PATCHED", flush=True)
+m = n_microbatches
+optimizer.zero_grad()
+handles, losses = [], []
+xs = [inputs[i] if stage.is_first else recv_forward(stage, i) for i in range(m)]
+for i in range(m):
+    y = forward_step(stage, i, xs[i], targets[i], 1.0 / m)
+    if stage.is_last:
+        losses.append(y.detach())
+    else:
+        handles.append(send_forward(stage, y, i))
+gs = [None if stage.is_last else recv_backward(stage, i) for i in range(m)]
+for i in range(m):
+    grad_input = backward_step(stage, i, gs[i])
+    if not stage.is_first:
+        handles.append(send_backward(stage, grad_input, i))
+for h in handles:
+    h.wait()
+optimizer.step()
+return sum(losses) if stage.is_last else None
+'''
+
+
+def test_a_gpipe_without_overlap_that_forges_its_step_times_scores_nothing_on_the_bubble(tmp_path):
+    """Homework 5's hidden test_gpipe_bubble_on_sim, graded beside the GPipe test on gloo (which the
+    code passes: its values and messages are right). The step times the ranks recorded are the formula's
+    (no "step s: took" problem), but the engine's clock says how long the run took. About 20 s."""
+    sub = make_submission(tmp_path / "gpipe", {"gpipe.py": insert_after_marker("5.2", GPIPE_FORGING_ITS_STEP_TIMES,
+                                                                              homework="HW5")}, homework="hw5")
+    session = shared_session("hw5", suites=None, jobs=2)
+    results = session.grade(str(sub), out=str(tmp_path / "results.json"), only=r"5\.2 GPipe: test_gpipe_(bubble_on_sim|matches_one_process_forwards_then_backwards)$",
+                            show=False)
+    bubble = [t for t in results["tests"] if t["name"].endswith("test_gpipe_bubble_on_sim")]
+    assert len(bubble) == 1, [t["name"] for t in results["tests"]]
+    shown = bubble[0]["output"]
+    assert bubble[0]["score"] == 0, shown[-3000:]
+    assert "ATTACK-NOW-PATCHED" in shown, shown[-3000:]
+    assert "simulated in all" in shown and "took" not in shown.replace("the run took", ""), shown[-3000:]
+    gloo = [t for t in results["tests"] if "test_gpipe_matches" in t["name"]]
+    assert gloo and all(t["score"] == t["max_score"] for t in gloo), [(t["name"], t["output"][-500:]) for t in gloo]
     assert sandboxed_processes(uids_of(results)) == [], "sandboxed processes outlived the grading"
 
 
