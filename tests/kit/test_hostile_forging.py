@@ -9,7 +9,7 @@ import pytest
 
 from tests.kit.attacks import attack
 from tests.kit.submissions import insert_after_marker, make_submission, run
-from tests.kit.test_hostile import SUCCESS, all_outputs, sandboxed_processes, uids_of
+from tests.kit.test_hostile import SUCCESS, all_outputs, correct_neighbour, sandboxed_processes, uids_of
 from tools.overlay import ROOT
 
 pytestmark = [pytest.mark.slow,
@@ -35,7 +35,9 @@ def test_forging_scores_no_more_than_the_wrong_code_on_every_homework(tmp_path, 
                              homework=homework)
     only = re.escape(task) + rf"\b.*: {tests}$"
     deserved = run(wrong, homework, only=only, jobs=2, suites=None)          # the homework's real suites
-    got = run(forged, homework, only=only, jobs=2, suites=None)
+    with correct_neighbour(tmp_path) as beside:
+        got = run(forged, homework, only=only, jobs=2, suites=None)
+        beside.append(got)
     assert deserved["score"] < sum(t["max_score"] for t in deserved["tests"]), "the wrong code must lose points"
     assert got["score"] <= deserved["score"], (got["score"], deserved["score"])
     assert "ATTACK-DONE: FORGE" in all_outputs(got)

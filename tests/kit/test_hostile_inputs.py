@@ -30,7 +30,7 @@ from autograder.hw1.cases import WORLD_SIZES
 from autograder.session import GradingSession
 from tests.kit.attacks import SECRETS
 from tests.kit.submissions import grade_at_sizes, insert_after_marker, make_submission, run
-from tests.kit.test_hostile import sandboxed_processes, uids_of
+from tests.kit.test_hostile import correct_neighbour, sandboxed_processes, uids_of
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(os.geteuid() != 0, reason="the sandbox's user layer needs root (CI runs as root)")]
@@ -207,7 +207,9 @@ def test_an_all_reduce_that_rebuilds_every_input_scores_nothing(tmp_path):
     sub = make_submission(tmp_path / "rebuild", {"all_reduce.py": lambda s: insert_after_marker(
         "1.7", REBUILD)(insert_after_marker("1.4", REBUILD)(s))})
     out = tmp_path / "results.json"
-    results, graded = grade_at_sizes(sub, ONLY, SOME_SIZES, out)
+    with correct_neighbour(tmp_path) as beside:
+        results, graded = grade_at_sizes(sub, ONLY, SOME_SIZES, out)
+        beside.append(results)
     tests = [graded["test_naive_all_reduce"], graded["test_ring_all_reduce"]]
     deserved = sum(t["max_score"] / len(SOME_SIZES) for t in tests)            # the p = 1 cases
     assert results["score"] <= deserved + 1e-3, [(name, t["score"]) for name, t in graded.items()]   # rounded

@@ -16,7 +16,7 @@ import pytest
 
 from tests.kit.forgeries import EXCHANGE, WAYS
 from tests.kit.submissions import insert_after_marker, make_submission, shared_session
-from tests.kit.test_hostile import sandboxed_processes, uids_of
+from tests.kit.test_hostile import correct_neighbour, sandboxed_processes, uids_of
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(os.geteuid() != 0, reason="the sandbox's user layer needs root (CI runs as root)")]
@@ -36,7 +36,9 @@ def test_inputs_exchanged_outside_the_sockets_score_only_p1(tmp_path):
     tests = session.select(r"HW1 1\.4 .*: test_naive_all_reduce$")
     tests[0].cases = [c for c in tests[0].cases if c.endswith(tuple(f"[{p}]" for p in SIZES))]
     assert len(tests[0].cases) == len(SIZES), tests[0].cases
-    results = session.grade(str(sub), out=str(out), tests=tests, show=False)
+    with correct_neighbour(tmp_path) as beside:
+        results = session.grade(str(sub), out=str(out), tests=tests, show=False)
+        beside.append(results)
     naive = [t for t in results["tests"][1:] if t["name"].endswith(": test_naive_all_reduce")][0]
     shown = naive["output"]
     assert "ATTACK-DONE: EXCHANGE" in shown and "ATTACK-BLOCKED file" in shown, shown[-3000:]   # p = 2's output

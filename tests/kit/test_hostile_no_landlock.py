@@ -20,7 +20,7 @@ import pytest
 
 from tests.kit.forgeries import EXCHANGE, WAYS
 from tests.kit.submissions import insert_after_marker, make_submission
-from tests.kit.test_hostile import sandboxed_processes, uids_of
+from tests.kit.test_hostile import correct_neighbour, sandboxed_processes, uids_of
 from tests.kit.test_hostile_sim_clock import FORGE_THE_CLOCK
 
 pytestmark = [pytest.mark.slow,
@@ -59,10 +59,12 @@ def test_without_landlock_the_grading_says_so_and_the_other_layers_hold(tmp_path
     exchange, forge = insert_after_marker("1.4", EXCHANGE), insert_after_marker("1.7", FORGE_THE_CLOCK)
     sub = make_submission(tmp_path / "exchange", {"all_reduce.py": lambda text: forge(exchange(text))})
     out = tmp_path / "results.json"
-    done = subprocess.run([sys.executable, "-c", GRADE_WITHOUT_LANDLOCK, str(sub), str(out)], cwd=ROOT,
-                          capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
-    results = json.loads(out.read_text())
+    with correct_neighbour(tmp_path) as beside:
+        done = subprocess.run([sys.executable, "-c", GRADE_WITHOUT_LANDLOCK, str(sub), str(out)], cwd=ROOT,
+                              capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr[-3000:]
+        results = json.loads(out.read_text())
+        beside.append(results)
     layers = results["extra_data"]["sandbox"]
     assert layers["isolation"].startswith("unavailable: landlock_create_ruleset refused (Operation not permitted"), layers
     assert "hand each other inputs outside the measured sockets" in layers["isolation"], layers

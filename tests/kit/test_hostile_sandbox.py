@@ -33,7 +33,8 @@ import pytest
 from autograder.uids import ipc_objects_of, release_uid, remove_ipc_of
 from tests.kit.attacks import attack
 from tests.kit.submissions import SUITE, by_name, insert_after_marker, make_submission, shared_session
-from tests.kit.test_hostile import NAMESPACES, all_outputs, hostile, run, sandbox_files, sandboxed_processes, uids_of
+from tests.kit.test_hostile import (NAMESPACES, all_outputs, correct_neighbour, hostile, run, sandbox_files,
+                                    sandboxed_processes, uids_of)
 from tools.overlay import ROOT
 
 pytestmark = [pytest.mark.slow,
@@ -54,14 +55,10 @@ def test_a_lying_rank_host_gets_no_process_killed_and_a_neighbour_keeps_its_mark
     a concurrent grading's tests): the socket is out of the sandbox's reach, and the test process
     never signals a reported pid anyway. The neighbour keeps 4/4, results.json is written."""
     sub = hostile(tmp_path, naive=attack("PROXY", ROOT), ring=attack("PROXY", ROOT), broadcast=attack("PROXY", ROOT))
-    cmd = [sys.executable, "-m", "autograder.grade", "hw1"]
-    tail = ["--tests", SUITE[0][0], "--quiet"] + ([] if namespaces else ["--no-namespaces"])
-    victim = subprocess.Popen(cmd + ["solutions", "--out", str(tmp_path / "victim.json")] + tail, cwd=ROOT,
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     out = tmp_path / "results.json"
-    results = run(sub, out=str(out), namespaces=namespaces)
-    victim_out, _ = victim.communicate(timeout=600)
-    assert "TOTAL hw1 solutions: 4.00 / 4" in victim_out, victim_out
+    with correct_neighbour(tmp_path, namespaces) as graded:
+        results = run(sub, out=str(out), namespaces=namespaces)
+        graded.append(results)
     assert json.loads(out.read_text())["score"] == 0 == results["score"]
     text = all_outputs(results)
     assert "ATTACK-DONE: PROXY" in text and "ATTACK-PROXIED" not in text, text[-3000:]

@@ -20,7 +20,7 @@ import pytest
 
 from tests.kit.forgeries import NAIVE_MESSAGES
 from tests.kit.submissions import grade_at_sizes, insert_after_marker, make_submission
-from tests.kit.test_hostile import sandboxed_processes, uids_of
+from tests.kit.test_hostile import correct_neighbour, sandboxed_processes, uids_of
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(os.geteuid() != 0, reason="the sandbox's user layer needs root (CI runs as root)")]
@@ -80,7 +80,9 @@ def test_inputs_exchanged_through_the_store_score_nothing(tmp_path):
     sub = make_submission(tmp_path / "store", {"all_reduce.py": lambda s: insert_after_marker(
         "1.7", store_attack("ring", "own"))(insert_after_marker("1.4", store_attack("naive", "found"))(s))})
     out = tmp_path / "results.json"
-    results, graded = grade_at_sizes(sub, ONLY, SOME_SIZES, out)
+    with correct_neighbour(tmp_path) as beside:
+        results, graded = grade_at_sizes(sub, ONLY, SOME_SIZES, out)
+        beside.append(results)
     tests = [graded["test_naive_all_reduce"], graded["test_ring_all_reduce"]]
     deserved = sum(t["max_score"] / len(SOME_SIZES) for t in tests)            # the p = 1 cases
     assert results["score"] <= deserved + 1e-3, [(name, t["score"]) for name, t in graded.items()]   # rounded

@@ -18,7 +18,7 @@ import os
 import pytest
 
 from tests.kit.submissions import insert_after_marker, make_submission, shared_session
-from tests.kit.test_hostile import sandboxed_processes, uids_of
+from tests.kit.test_hostile import correct_neighbour, sandboxed_processes, uids_of
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(os.geteuid() != 0, reason="the sandbox's user layer needs root (CI runs as root)")]
@@ -74,8 +74,10 @@ def test_a_ring_that_forges_its_sim_time_scores_nothing_there(tmp_path):
     checks the function's traffic on gloo at p = 5). About 15 s."""
     sub = make_submission(tmp_path / "forge", {"all_reduce.py": insert_after_marker("1.7", FORGE_THE_CLOCK)})
     session = shared_session("hw1", suites=None, jobs=2)
-    results = session.grade(str(sub), out=str(tmp_path / "results.json"), only=r"test_ring_all_reduce_sim_time$",
-                            show=False)
+    with correct_neighbour(tmp_path) as beside:
+        results = session.grade(str(sub), out=str(tmp_path / "results.json"),
+                                only=r"test_ring_all_reduce_sim_time$", show=False)
+        beside.append(results)
     assert results["extra_data"]["sandbox"]["isolation"].startswith("active"), results["extra_data"]["sandbox"]
     timed = [t for t in results["tests"] if t["name"].endswith(": test_ring_all_reduce_sim_time")]
     assert len(timed) == 1, [t["name"] for t in results["tests"]]
@@ -133,8 +135,10 @@ def test_a_gpipe_without_overlap_that_forges_its_step_times_scores_nothing_on_th
     sub = make_submission(tmp_path / "gpipe", {"gpipe.py": insert_after_marker("5.2", GPIPE_FORGING_ITS_STEP_TIMES,
                                                                               homework="HW5")}, homework="hw5")
     session = shared_session("hw5", suites=None, jobs=2)
-    results = session.grade(str(sub), out=str(tmp_path / "results.json"), only=r"5\.2 GPipe: test_gpipe_(bubble_on_sim|matches_one_process_forwards_then_backwards)$",
-                            show=False)
+    only = r"5\.2 GPipe: test_gpipe_(bubble_on_sim|matches_one_process_forwards_then_backwards)$"
+    with correct_neighbour(tmp_path) as beside:
+        results = session.grade(str(sub), out=str(tmp_path / "results.json"), only=only, show=False)
+        beside.append(results)
     bubble = [t for t in results["tests"] if t["name"].endswith("test_gpipe_bubble_on_sim")]
     assert len(bubble) == 1, [t["name"] for t in results["tests"]]
     shown = bubble[0]["output"]

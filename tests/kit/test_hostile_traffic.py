@@ -27,7 +27,7 @@ import torch
 
 from tests.kit.attacks import attack
 from tests.kit.submissions import by_name, insert_after_marker, make_submission
-from tests.kit.test_hostile import run
+from tests.kit.test_hostile import correct_neighbour, run
 from tests.kit.test_hostile_sandbox import check_nothing_left
 
 pytestmark = [pytest.mark.slow,
@@ -36,7 +36,9 @@ pytestmark = [pytest.mark.slow,
 
 def test_forged_counters_and_a_padded_clock_score_nothing(tmp_path):
     sub = make_submission(tmp_path / "forged", {"all_reduce.py": insert_after_marker("1.7", attack("FORGED_RING"))})
-    results = run(sub, "hw1", only=r": test_ring_all_reduce_(messages|sim_time)$", suites=None, jobs=2)
+    with correct_neighbour(tmp_path) as beside:
+        results = run(sub, "hw1", only=r": test_ring_all_reduce_(messages|sim_time)$", suites=None, jobs=2)
+        beside.append(results)
     tests = by_name(results)
     messages, sim_time = tests["test_ring_all_reduce_messages"], tests["test_ring_all_reduce_sim_time"]
     assert "ATTACK-DONE: FORGED_RING" in messages["output"] + sim_time["output"]
@@ -76,8 +78,10 @@ def test_a_pipeline_that_hides_extra_messages_in_its_counters_scores_nothing(tmp
     doubled = _in_boundary(DOUBLE_SEND, DOUBLE_RECV)
     sub = make_submission(tmp_path / "double", {"boundary.py": doubled}, homework="hw5")
     out = tmp_path / "results.json"
-    results = run(sub, "hw5", only=r"HW5 5\.2 .*: test_gpipe_matches_one_process_forwards_then_backwards",
-                  out=str(out), jobs=2)
+    with correct_neighbour(tmp_path) as beside:
+        results = run(sub, "hw5", only=r"HW5 5\.2 .*: test_gpipe_matches_one_process_forwards_then_backwards",
+                      out=str(out), jobs=2)
+        beside.append(results)
     tests = by_name(results)
     gpipe = tests["test_gpipe_matches_one_process_forwards_then_backwards"]
     assert "ATTACK-DONE: DOUBLE_SEND" in gpipe["output"], gpipe["output"][-2000:]

@@ -15,6 +15,7 @@ import os
 import pytest
 
 from tests.kit.submissions import by_name, make_submission, run
+from tests.kit.test_hostile import correct_neighbour
 from tests.kit.test_hostile_inputs_hw36 import in_function
 from tests.kit.test_hostile_sandbox import check_nothing_left
 
@@ -46,7 +47,9 @@ def test_a_bucketed_ddp_on_mpi_that_hides_a_second_all_reduce_scores_only_the_re
     forged = in_function("finish_gradient_synchronization", REDUCES_TWICE, "HW2", "2.4")
     sub = make_submission(tmp_path / "twice", {"bucketed.py": forged}, homework="hw2")
     out = tmp_path / "results.json"
-    results = run(sub, "hw2", only=r"HW2 2\.4-2\.6: test_on_mpi$", out=str(out), jobs=2)
+    with correct_neighbour(tmp_path) as beside:
+        results = run(sub, "hw2", only=r"HW2 2\.4-2\.6: test_on_mpi$", out=str(out), jobs=2)
+        beside.append(results)
     tests = by_name(results)
     on_mpi = tests["test_on_mpi"]
     assert "ATTACK-DONE: MPI_REDUCES_TWICE" in on_mpi["output"], on_mpi["output"][-2000:]
