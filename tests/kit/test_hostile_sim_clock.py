@@ -18,7 +18,7 @@ import os
 import pytest
 
 from tests.kit.submissions import insert_after_marker, make_submission, shared_session
-from tests.kit.test_hostile import correct_neighbour, sandboxed_processes, uids_of
+from tests.kit.test_hostile import NAMESPACES, correct_neighbour, sandboxed_processes, uids_of
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(os.geteuid() != 0, reason="the sandbox's user layer needs root (CI runs as root)")]
@@ -69,12 +69,14 @@ if group.backend == "sim":                  # on sim: the naive algorithm, then 
 '''
 
 
-def test_a_ring_that_forges_its_sim_time_scores_nothing_there(tmp_path):
+@pytest.mark.parametrize("namespaces", NAMESPACES)
+def test_a_ring_that_forges_its_sim_time_scores_nothing_there(tmp_path, namespaces):
     """One grading of test_ring_all_reduce_sim_time (p = 64, and rounds at p = 5 and 8; each case also
-    checks the function's traffic on gloo at p = 5). About 15 s."""
+    checks the function's traffic on gloo at p = 5), with namespaces and without (the engine needs
+    none). About 15 s each."""
     sub = make_submission(tmp_path / "forge", {"all_reduce.py": insert_after_marker("1.7", FORGE_THE_CLOCK)})
-    session = shared_session("hw1", suites=None, jobs=2)
-    with correct_neighbour(tmp_path) as beside:
+    session = shared_session("hw1", suites=None, jobs=2, **({} if namespaces else {"namespaces": False}))
+    with correct_neighbour(tmp_path, namespaces) as beside:
         results = session.grade(str(sub), out=str(tmp_path / "results.json"),
                                 only=r"test_ring_all_reduce_sim_time$", show=False)
         beside.append(results)

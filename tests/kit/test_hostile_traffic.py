@@ -27,18 +27,23 @@ import torch
 
 from tests.kit.attacks import attack
 from tests.kit.submissions import by_name, insert_after_marker, make_submission
-from tests.kit.test_hostile import correct_neighbour, run
+from tests.kit.test_hostile import NAMESPACES, correct_neighbour, run
 from tests.kit.test_hostile_sandbox import check_nothing_left
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(os.geteuid() != 0, reason="the sandbox's user layer needs root (CI runs as root)")]
 
 
-def test_forged_counters_and_a_padded_clock_score_nothing(tmp_path):
+@pytest.mark.parametrize("namespaces", NAMESPACES)
+def test_forged_counters_and_a_padded_clock_score_nothing(tmp_path, namespaces):
+    """The kernel's counts come from the rank processes' own sockets (sock_diag), so they hold without a
+    network namespace too (as in a container that refuses them)."""
     sub = make_submission(tmp_path / "forged", {"all_reduce.py": insert_after_marker("1.7", attack("FORGED_RING"))})
-    with correct_neighbour(tmp_path) as beside:
-        results = run(sub, "hw1", only=r": test_ring_all_reduce_(messages|sim_time)$", suites=None, jobs=2)
+    with correct_neighbour(tmp_path, namespaces) as beside:
+        results = run(sub, "hw1", only=r": test_ring_all_reduce_(messages|sim_time)$", suites=None, jobs=2,
+                      namespaces=namespaces)
         beside.append(results)
+    assert results["extra_data"]["sandbox"]["network"].startswith("active" if namespaces else "unavailable")
     tests = by_name(results)
     messages, sim_time = tests["test_ring_all_reduce_messages"], tests["test_ring_all_reduce_sim_time"]
     assert "ATTACK-DONE: FORGED_RING" in messages["output"] + sim_time["output"]
