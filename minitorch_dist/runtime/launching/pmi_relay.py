@@ -11,8 +11,9 @@ the ranks' Landlock domains (MPI_Comm_spawn: hydra starts them). So in a grading
 relay before its domain is made (the relay is outside it: no rank can trace or signal it): the
 relay holds the real PMI_FD, and the rank gets one end of a socketpair on the same descriptor
 number. Until seal() every command passes; after it only finalize and abort do. Any other command
-ends the relay with a message on stderr that names it, and the rank's MPI call fails. Standard
-library only.
+is answered rc=1 (publish, lookup, spawn, put, get: the rank's MPI call fails, and explain() adds
+why to the rank's reported error), or, if the relay does not know its answer, ends the relay; the
+relay also says it on stderr. Standard library only.
 """
 
 from __future__ import annotations
