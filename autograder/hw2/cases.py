@@ -86,7 +86,8 @@ PS = Suite(ps_cases)                         # values only: batched
 PS_TRAFFIC = StepSuite(ps_cases)
 GOSSIP = Suite(gossip_cases)
 GOSSIP_SIM = Suite(gossip_cases, backend="sim")
-SGP_TARGET_LOSS = 0.7        # the reference reaches 0.42-0.43 on every rank (from 1.40 at the start)
+SGP_TARGET_LOSS = 0.7        # the formula's worst rank: 0.42-0.98 over 800 draws of the inputs' secret, median
+                             # 0.54, above 0.7 in 4% (from 1.36-1.45 at the start): test_gossip.py raises it there
 SGP_TRAIN = Suite(lambda p: [Case("sgp", "mlp", batch=16, steps=60, lr=0.5, tag="train")])
 MOSHPIT = Suite(lambda p: [Case("moshpit", tag="mean")])
 MOSHPIT_SIM = Suite(lambda p: [Case("moshpit", tag="mean")], backend="sim")

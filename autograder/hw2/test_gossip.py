@@ -5,7 +5,8 @@ sum_i x_i, exactly (p = 1..6); D-PSGD steps equal the formula x_i <- W x - lr gr
 2.6: one push_sum_step_ keeps half of (x, w) and adds the in-peer's half, exactly, so sum x and
 sum w = p are kept; p = 2, 4, 8: log2 p steps give every rank the exact mean (8 on sim); p = 3, 5,
 6: the consensus distance shrinks; SGP steps equal the formula; a 4-worker SGP run on
-make_classification brings every rank's loss on the whole data set below SGP_TARGET_LOSS, with the
+make_classification brings every rank's loss on the whole data set below SGP_TARGET_LOSS (or near the
+formula's own, where the drawn inputs end it higher), with the
 models the SGP formula gives from the ranks' own initial weights and batches (within SGP_TRAIN_TOL:
 each rank was sent only its own, so a rank that trains alone on the public data set fails).
 """
@@ -21,6 +22,7 @@ from assignments.hw2.tests.hw2_setup import build_model, classification, cross_e
 from autograder.hw2.cases import GOSSIP, GOSSIP_SIM, SGP_TARGET_LOSS, SGP_TRAIN
 
 SGP_TRAIN_TOL = 1e-9       # max |parameter - the SGP formula's| after 60 steps (float64 rounding: about 1e-15)
+SGP_LOSS_SLACK = 0.05      # over the formula's own worst loss, where that is above SGP_TARGET_LOSS
 
 
 @pytest.mark.task2_5
@@ -72,30 +74,38 @@ def test_sgp_matches_formula(p):
 def test_sgp_training_reaches_target_loss():
     """4 workers, each from its own initial weights and its own batches of 16 (hw2_inputs.py), lr 0.5,
     60 steps."""
-    outcome = SGP_TRAIN.outcomes(4, "sgp")[0]
+    judge(SGP_TRAIN.outcomes(4, "sgp"), sgp_training_problems)
+
+
+def sgp_training_problems(o) -> list[str]:
+    """Every rank's loss on the whole data set below SGP_TARGET_LOSS, or below what the SGP formula's own
+    worst rank reaches from the same inputs plus SGP_LOSS_SLACK where that is higher (some draws of the
+    inputs' secret end the formula itself above SGP_TARGET_LOSS: 0.84 at worst of 300); the push-sum
+    weights summing to p; the parameters the formula's (SGP_TRAIN_TOL)."""
+    if o.error is not None:
+        return [o.error]
     x, y = classification()
 
-    def loss_problems(o):
-        if o.error is not None:
-            return [o.error]
-        losses = []
-        for rep in o.ranks:
-            model = build_model(o.case)
-            torch.nn.utils.vector_to_parameters(rep["flats"][-1], model.parameters())
-            with torch.no_grad():
-                losses.append(cross_entropy(model(x), y).item())
-        if not max(losses) < SGP_TARGET_LOSS:
-            return [f"after {o.case.steps} steps the ranks' losses on the whole data set are "
-                    f"{[round(v, 4) for v in losses]}; each must be below {SGP_TARGET_LOSS} (from about 1.40)"]
-        if sum(float(rep["w"]) for rep in o.ranks) != o.p:
-            return [f"the push-sum weights sum to {sum(float(rep['w']) for rep in o.ranks)!r}, not p = {o.p}"]
-        want = decentralized_reference(o.case, o.p)[0][-1]
-        for r, rep in enumerate(o.ranks):
-            got = rep["flats"][-1]
-            diff = float((got - want[r]).abs().max()) if got.shape == want[r].shape else float("inf")
-            if not diff <= SGP_TRAIN_TOL:
-                return [f"rank {r}: parameters after {o.case.steps} steps differ from the SGP formula's (from "
-                        f"every rank's own initial weights and batches) by up to {diff:.3g} (tolerance "
-                        f"{SGP_TRAIN_TOL:g})"]
-        return []
-    judge([outcome], loss_problems)
+    def loss_of(flat):
+        model = build_model(o.case)
+        torch.nn.utils.vector_to_parameters(flat, model.parameters())
+        with torch.no_grad():
+            return cross_entropy(model(x), y).item()
+    want = decentralized_reference(o.case, o.p)[0][-1]
+    reached = max(loss_of(flat) for flat in want)
+    target = max(SGP_TARGET_LOSS, reached + SGP_LOSS_SLACK)
+    losses = [loss_of(rep["flats"][-1]) for rep in o.ranks]
+    if not max(losses) < target:
+        return [f"after {o.case.steps} steps the ranks' losses on the whole data set are "
+                f"{[round(v, 4) for v in losses]}; each must be below {target:.4g} (from about 1.40; the SGP "
+                f"formula's worst rank reaches {reached:.4g} from these inputs)"]
+    if sum(float(rep["w"]) for rep in o.ranks) != o.p:
+        return [f"the push-sum weights sum to {sum(float(rep['w']) for rep in o.ranks)!r}, not p = {o.p}"]
+    for r, rep in enumerate(o.ranks):
+        got = rep["flats"][-1]
+        diff = float((got - want[r]).abs().max()) if got.shape == want[r].shape else float("inf")
+        if not diff <= SGP_TRAIN_TOL:
+            return [f"rank {r}: parameters after {o.case.steps} steps differ from the SGP formula's (from "
+                    f"every rank's own initial weights and batches) by up to {diff:.3g} (tolerance "
+                    f"{SGP_TRAIN_TOL:g})"]
+    return []
