@@ -33,14 +33,12 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 # grade the hidden test_naive_all_reduce at p = 1 and 2 (p = 2 exchanges its inputs through files)
 # and test_ring_all_reduce_sim_time (its sim runs forge the clock)
 GRADE_WITHOUT_LANDLOCK = r"""
-import ctypes, json, sys
-from minitorch_dist.runtime.launching import isolation as iso
+import json, sys
+from minitorch_dist.runtime.launching import isolation as iso, seccomp
 prog = [("ld", 4), ("jeq", 0xC000003E, None, "allow"), ("ld", 0), ("jge", 444, None, "allow"),
         ("jge", 447, "allow", "deny"), "allow", ("ret", 0x7FFF0000), "deny", ("ret", 0x00050000 | 1)]
-filters = iso._assemble(prog)
-fprog = iso._SockFprog(len(filters), ctypes.cast(filters, ctypes.c_void_p))
 assert iso._libc.prctl(iso.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0
-assert iso._libc.prctl(iso.PR_SET_SECCOMP, iso.SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0) == 0
+seccomp.install(prog)
 assert iso.abi()[0] == 0, "the filter did not refuse Landlock"
 from autograder.session import GradingSession
 with GradingSession("hw1", quiet=True, suites=None) as session:

@@ -12,5 +12,6 @@
     stores.py      the job's TCPStore: its server on 127.0.0.1 in the launcher, the ranks' clients
     per_rank.py    launch(..., rank_args=...): each rank's own arguments, sent to its process alone
     isolation.py   in a grading, each rank in a Landlock domain of its own (no reach into its siblings)
+    seccomp.py     ...and a seccomp filter: no System V IPC, no IP socket but TCP, no reach by pid
     pmi_relay.py   in a grading, an mpiexec rank's link to mpiexec carries MPI_Init, Finalize, Abort only
 """
