@@ -200,11 +200,7 @@ def isolate(keep: tuple[int, ...] = (), shared: tuple[str, ...] = ()) -> None:
     its siblings (isolation.isolate_rank)."""
     from . import isolation
     if isolation.wanted():
-        try:
-            isolation.isolate_rank(keep, shared)
-        except OSError as exc:
-            print(f"rank isolation failed: {exc}", file=sys.stderr, flush=True)
-            os._exit(3)
+        _or_end(lambda: isolation.isolate_rank(keep, shared))
 
 
 def drop_shared() -> None:
@@ -212,11 +208,7 @@ def drop_shared() -> None:
     its siblings (an mpi rank's /dev/shm) closed by a domain inside its own (isolation.drop_shared)."""
     from . import isolation
     if isolation.wanted():
-        try:
-            isolation.drop_shared()
-        except OSError as exc:
-            print(f"rank isolation failed: {exc}", file=sys.stderr, flush=True)
-            os._exit(3)
+        _or_end(isolation.drop_shared)
 
 
 def isolate_sim_process(keep: tuple[int, ...]) -> None:
@@ -226,12 +218,16 @@ def isolate_sim_process(keep: tuple[int, ...]) -> None:
     from . import isolation
     isolate(keep)
     if isolation.engine_wanted():
-        try:
-            isolation.close_inherited(keep)
-            isolation.undumpable()
-        except OSError as exc:
-            print(f"sim process isolation failed: {exc}", file=sys.stderr, flush=True)
-            os._exit(3)
+        _or_end(lambda: (isolation.close_inherited(keep), isolation.undumpable()))
+
+
+def _or_end(confine) -> None:
+    """Run `confine`; if the kernel refuses it, say so and end this process before any code under test."""
+    try:
+        confine()
+    except OSError as exc:
+        print(f"rank isolation failed: {exc}", file=sys.stderr, flush=True)
+        os._exit(3)
 
 
 def forked_main(rank: int, world_size: int, address, authkey: bytes, spec: dict) -> None:
