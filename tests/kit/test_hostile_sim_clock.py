@@ -8,6 +8,8 @@ On the thread sim the clock write took the hidden test_ring_all_reduce_sim_time'
 a grading each sim rank is a process and the scheduler lives in an engine process out of its reach
 (minitorch_dist/runtime/sim/processes.py): the write finds nothing, the padding is counted by the
 engine, and homework 1, whose times come from messages alone, fails every case that called it.
+At p = 1024 (the thread sim, past the engine's 64 ranks) the clock write would work: that test
+scores only when the same function passes at p = 64 on the engine too.
 Homework 5's bubble check holds each case to the run's own simulated time, not only to the step
 times its ranks recorded: a GPipe without overlap whose ranks patch Group.now so that the recorded
 steps are the formula's scores nothing on the bubble, for that reason alone.
@@ -73,16 +75,20 @@ if group.backend == "sim":                  # on sim: the naive algorithm, then 
 def test_a_ring_that_forges_its_sim_time_scores_nothing_there(tmp_path, namespaces):
     """One grading of test_ring_all_reduce_sim_time (p = 64, and rounds at p = 5 and 8; each case also
     checks the function's traffic on gloo at p = 5), with namespaces and without (the engine needs
-    none). About 15 s each."""
+    none); and of the p = 1024 test, which runs on the thread sim (the clock write would work there)
+    and so scores only when p = 64 passes on the engine too. About 20 s each."""
     sub = make_submission(tmp_path / "forge", {"all_reduce.py": insert_after_marker("1.7", FORGE_THE_CLOCK)})
     session = shared_session("hw1", suites=None, jobs=2, **({} if namespaces else {"namespaces": False}))
     with correct_neighbour(tmp_path, namespaces) as beside:
         results = session.grade(str(sub), out=str(tmp_path / "results.json"),
-                                only=r"test_ring_all_reduce_sim_time$", show=False)
+                                only=r"test_ring_all_reduce_sim_time(_p1024)?$", show=False)
         beside.append(results)
     assert results["extra_data"]["sandbox"]["isolation"].startswith("active"), results["extra_data"]["sandbox"]
     timed = [t for t in results["tests"] if t["name"].endswith(": test_ring_all_reduce_sim_time")]
-    assert len(timed) == 1, [t["name"] for t in results["tests"]]
+    large = [t for t in results["tests"] if t["name"].endswith(": test_ring_all_reduce_sim_time_p1024")]
+    assert len(timed) == 1 and len(large) == 1, [t["name"] for t in results["tests"]]
+    assert large[0]["score"] == 0, large[0]["output"][-3000:]      # the thread sim: gated on p = 64's engine
+    assert "also passes at p = 64" in large[0]["output"], large[0]["output"][-3000:]
     shown = timed[0]["output"]
     assert timed[0]["score"] == 0, shown[-3000:]
     assert "ATTACK-CLOCK-WRITTEN" not in shown and "group.compute() was called" in shown, shown[-3000:]
