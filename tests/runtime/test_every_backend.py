@@ -5,6 +5,7 @@ mpiexec) at a few sizes here, and at sizes 1, 2, 3, 5, 8 under a real `mpirun` i
 """
 
 import shutil
+import subprocess
 import sys
 import os
 
@@ -12,6 +13,8 @@ import pytest
 
 from minitorch_dist import launch, shutdown
 from tests.runtime.exercise import check_exercise, exercise
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 @pytest.mark.parametrize("world_size", [1, 2, 3, 4, 5, 6, 7, 8])
@@ -63,3 +66,31 @@ def test_mpi_pool_mismatch_larger_than_the_buffer():
         assert "(10000,)" in str(info.value) and "(5000,)" in str(info.value)
     finally:
         shutdown()
+
+
+
+KILLED_MPI_RUN = """
+import os, time
+from minitorch_dist import LaunchError, launch, shutdown
+def stuck(group):
+    time.sleep(60)
+try:
+    launch(stuck, 2, backend="mpi", timeout=3)
+except LaunchError as exc:
+    assert "timeout" in str(exc), exc
+finally:
+    shutdown()
+print("LEFT", sorted(f for f in os.listdir("/tmp") if f.startswith("hydra_hwloc_xmlfile_")))
+"""
+
+
+@pytest.mark.mpi
+@pytest.mark.skipif(not _has_mpi(), reason="needs mpi4py and mpiexec (pip install mpi4py mpich)")
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("unshare"), reason="a private /tmp needs root and unshare")
+def test_an_mpi_pool_killed_leaves_no_hydra_file_in_tmp():
+    """A run past its timeout kills the pool: mpiexec gets SIGTERM before SIGKILL, so hydra removes the
+    topology file it writes in /tmp (SIGKILL alone left one per killed run, hydra_hwloc_xmlfile_*).
+    The run has a /tmp of its own (a mount namespace), so other tests' mpi runs do not count."""
+    cmd = ["unshare", "--mount", "sh", "-c", f"mount -t tmpfs none /tmp && exec {sys.executable} -c '{KILLED_MPI_RUN}'"]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=ROOT, env=dict(os.environ, PYTHONPATH=ROOT))
+    assert "LEFT []" in out.stdout, out.stdout[-2000:] + out.stderr[-2000:]

@@ -264,10 +264,7 @@ class Pool:
             p.join(5)
         if self._mpiexec is not None:
             if self._mpiexec.poll() is None and not self.host:
-                try:
-                    os.killpg(self._mpiexec.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
+                _end_mpiexec(self._mpiexec)
             for pid in self.pids if not self.host else ():       # reported by the ranks themselves
                 if pid:
                     try:
@@ -285,3 +282,17 @@ class Pool:
         self._server.close()
         self.conns = [None] * self.world_size
         self.store = None
+
+
+def _end_mpiexec(proc: subprocess.Popen) -> None:
+    """SIGTERM first (hydra then stops its ranks and removes the topology file it wrote in /tmp,
+    hydra_hwloc_xmlfile_*, which SIGKILL leaves behind), then SIGKILL to its whole process group."""
+    try:
+        proc.terminate()
+        proc.wait(1.0)
+    except subprocess.TimeoutExpired:
+        pass
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
