@@ -10,6 +10,8 @@ each rank a process, the clock out of their reach); p = 1024 runs as threads of 
 whose clock and inputs rank code can reach. So a p = 1024 case scores only when the same function
 also passes at p = 64 on the engine: its points never rest on the thread sim's clock alone."""
 
+import functools
+
 import pytest
 
 from assignments.hw1.tests.hw1_checks import judge, result_problems, sim_time_problems, traffic_problems
@@ -27,22 +29,31 @@ def check(fn: str, setting: str) -> None:
     """The sim's clock, counters and results all live in the sandboxed process that runs the sim (rank
     code can pad the clock with group.compute() and rewrite the counters), so the same function's
     traffic on gloo at p = 5, measured by the kernel, must be the algorithm's too."""
-    judge(measured([fn], 5), traffic_problems)
+    judge(_on_gloo(fn), traffic_problems)
     p, network = SETTINGS[setting]
     if p > MAX_RANKS:              # the thread sim: its clock within the ranks' reach, so p = 64 first
-        _gate(fn)
-    case = Case(fn, 4 * p, root=p // 3, seed=90)
-    outcome = run_cases([case], p, backend="sim", network=network)[0]
-    judge([outcome], result_problems, traffic_problems, lambda o: sim_time_problems(o, network))
+        try:
+            judge([_on_sim(fn, "p=64")], *_sim_checks(TIMED))
+        except pytest.fail.Exception as exc:
+            pytest.fail(f"{fn} at p = 1024 scores only when it also passes at p = 64, where the simulated "
+                        f"clock is out of the ranks' reach; at p = 64:\n{exc}", pytrace=False)
+    judge([_on_sim(fn, setting)], *_sim_checks(network))
 
 
-def _gate(fn: str) -> None:
-    """The p = 64 case of `fn` (on the engine in a grading), whose failure fails the p = 1024 one."""
-    try:
-        check(fn, "p=64")
-    except pytest.fail.Exception as exc:
-        pytest.fail(f"{fn} at p = 1024 scores only when it also passes at p = 64, where the simulated clock "
-                    f"is out of the ranks' reach; at p = 64:\n{exc}", pytrace=False)
+def _sim_checks(network: SimNetwork) -> tuple:
+    return result_problems, traffic_problems, lambda o: sim_time_problems(o, network)
+
+
+@functools.cache
+def _on_gloo(fn: str) -> tuple:
+    """The function's traffic cases at p = 5 (kept: the p = 1024 test reads its p = 64 case's too)."""
+    return tuple(measured([fn], 5))
+
+
+@functools.cache
+def _on_sim(fn: str, setting: str):
+    p, network = SETTINGS[setting]
+    return run_cases([Case(fn, 4 * p, root=p // 3, seed=90)], p, backend="sim", network=network)[0]
 
 
 @pytest.mark.task1_2
