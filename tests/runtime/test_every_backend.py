@@ -69,6 +69,17 @@ def test_mpi_pool_mismatch_larger_than_the_buffer():
 
 
 
+# a /tmp of its own, then the run in a fresh interpreter; a kit under /tmp (a CI clone) is bound back
+PRIVATE_TMP = """
+import os, subprocess, sys
+root, python, code = sys.argv[1:]
+old = os.open("/tmp", os.O_RDONLY)
+subprocess.run(["mount", "-t", "tmpfs", "none", "/tmp"], check=True)
+if root.startswith("/tmp/"):
+    os.makedirs(root)
+    subprocess.run(["mount", "--no-canonicalize", "--bind", "/proc/%d/fd/%d/%s" % (os.getpid(), old, root[5:]), root], check=True)
+os.execv(python, [python, "-c", code])
+"""
 KILLED_MPI_RUN = """
 import os, time
 from minitorch_dist import LaunchError, launch, shutdown
@@ -91,6 +102,7 @@ def test_an_mpi_pool_killed_leaves_no_hydra_file_in_tmp():
     """A run past its timeout kills the pool: mpiexec gets SIGTERM before SIGKILL, so hydra removes the
     topology file it writes in /tmp (SIGKILL alone left one per killed run, hydra_hwloc_xmlfile_*).
     The run has a /tmp of its own (a mount namespace), so other tests' mpi runs do not count."""
-    cmd = ["unshare", "--mount", "sh", "-c", f"mount -t tmpfs none /tmp && exec {sys.executable} -c '{KILLED_MPI_RUN}'"]
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=ROOT, env=dict(os.environ, PYTHONPATH=ROOT))
+    python = os.path.realpath(sys.executable)           # the venv's base interpreter: the venv may be under /tmp
+    cmd = ["unshare", "--mount", python, "-c", PRIVATE_TMP, ROOT, sys.executable, KILLED_MPI_RUN]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd="/", env=dict(os.environ, PYTHONPATH=ROOT))
     assert "LEFT []" in out.stdout, out.stdout[-2000:] + out.stderr[-2000:]
