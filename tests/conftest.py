@@ -45,13 +45,36 @@ def no_leftover_processes():
 
 
 QUICK_EXCLUDES = ("slow", "notebook", "gpu")
+# The modules that take longest, longest first (seconds of the two workers' time in a clean-clone CI,
+# 2026-11-27). pyproject.toml's addopts hand whole modules to the -n 2 workers (--dist loadscope: a
+# module's shared fixtures, gradings and notebooks run once), one at a time as a worker frees up, in
+# collection order (--no-loadscope-reorder); this order puts the longest first, so that neither worker
+# is left with a long module while the other has nothing to do.
+LONGEST_FIRST = (
+    "tests/kit/test_autograder.py",             # 543 s: every homework's reference and stubs graded
+    "tests/kit/test_mutants.py",                # 216 s
+    "tests/kit/test_notebooks.py",              # 194 s
+    "tests/kit/test_hostile_forging.py",        # 136 s
+    "tests/kit/test_gradescope_homeworks.py",   # 95 s
+    "tests/kit/test_hostile_traffic.py",        # 83 s
+    "tests/kit/test_hostile_sandbox.py",        # 80 s
+    "tests/kit/test_nbgrader_course.py",        # 68 s
+    "tests/kit/test_hostile.py",                # 58 s
+    "tests/kit/test_hostile_inputs_hw36.py",    # 57 s
+    "tests/kit/test_hostile_inputs.py",         # 55 s
+    "tests/runtime/test_mpi.py",                # 48 s
+    "tests/runtime/test_launchers.py",          # 46 s
+)
 
 
 def pytest_collection_modifyitems(config, items):
-    """The quick tier: every test not marked slow, notebook or gpu is also marked quick
+    """The longest modules first (LONGEST_FIRST; the others after them, in their order), each module's
+    tests together. The quick tier: every test not marked slow, notebook or gpu is also marked quick
     (`pytest -m quick`, the edit loop: every fast unit and a small real-process test of each
     subsystem, under 2 minutes on 2 cores, 78 s with -n 2). Tests marked gpu skip, with the reason, where torch
     has no CUDA GPU (CI, laptops)."""
+    first = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: first.get(item.nodeid.split("::", 1)[0], len(first)))
     for item in items:
         if not any(item.get_closest_marker(name) for name in QUICK_EXCLUDES):
             item.add_marker(pytest.mark.quick)
