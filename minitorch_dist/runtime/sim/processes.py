@@ -26,6 +26,7 @@ of steps, with the same simulated times, as the thread sim's.
 from __future__ import annotations
 
 import os
+import select
 import socket
 import time
 from multiprocessing.connection import Connection
@@ -89,19 +90,25 @@ def run_on_processes(payload: bytes, sys_path, meta: dict, out, confine=None) ->
 
 
 def _reap(pids: list[int], grace: float = 1.0) -> None:
-    """Wait up to `grace` seconds for the ranks to end (the engine may not signal them: they are outside
-    its Landlock domain, whose scope keeps signals in)."""
+    """Wait up to `grace` seconds in all for the ranks to end (the engine may not signal them: they are
+    outside its Landlock domain, whose scope keeps signals in), each through a pidfd (ready when the
+    process ends; no polling: a 10 ms poll cost ~10 ms a run). Where the kernel has no pidfd, ranks
+    not yet ended are left to their parent-death signal."""
     end = time.monotonic() + grace
-    left = set(pids)
-    while left and time.monotonic() < end:
-        for pid in list(left):
+    for pid in pids:
+        try:
+            fd = os.pidfd_open(pid)
+        except (AttributeError, OSError):
+            fd = None
+        if fd is not None:
             try:
-                if os.waitpid(pid, os.WNOHANG)[0]:
-                    left.discard(pid)
-            except ChildProcessError:
-                left.discard(pid)
-        if left:
-            time.sleep(0.01)
+                select.select([fd], [], [], max(0.0, end - time.monotonic()))
+            finally:
+                os.close(fd)
+        try:
+            os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            pass
 
 
 class RankFailed(Exception):
