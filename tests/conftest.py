@@ -66,6 +66,24 @@ LONGEST_FIRST = (
     "tests/runtime/test_launchers.py",          # 46 s
 )
 
+# Modules that share a session fixture too costly to build twice: one work unit, so one worker
+# (test_release's release uses the lectures test_notebooks executes, about 60 s).
+SAME_WORKER = {"tests/kit/test_release.py": "tests/kit/test_notebooks.py"}
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """With --dist loadscope (pyproject's addopts): a module is a work unit, SAME_WORKER's modules
+    one unit with their partner's."""
+    if config.getvalue("dist") != "loadscope":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ModuleUnits(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::", 1)[0]
+            return SAME_WORKER.get(module, module)
+    return ModuleUnits(config, log)
+
 
 def pytest_collection_modifyitems(config, items):
     """The longest modules first (LONGEST_FIRST; the others after them, in their order), each module's
