@@ -81,9 +81,12 @@ def pytest_xdist_make_scheduler(config, log):
 
     class ModuleUnits(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            module = nodeid.split("::", 1)[0]
-            return SAME_WORKER.get(module, module)
+            return SAME_WORKER.get(_module(nodeid), _module(nodeid))
     return ModuleUnits(config, log)
+
+
+def _module(nodeid: str) -> str:
+    return nodeid.split("::", 1)[0]
 
 
 def pytest_collection_modifyitems(config, items):
@@ -93,7 +96,7 @@ def pytest_collection_modifyitems(config, items):
     subsystem, under 2 minutes on 2 cores, 94 s with -n 2). Tests marked gpu skip, with the reason, where torch
     has no CUDA GPU (CI, laptops)."""
     first = {name: i for i, name in enumerate(LONGEST_FIRST)}
-    items.sort(key=lambda item: first.get(item.nodeid.split("::", 1)[0], len(first)))
+    items.sort(key=lambda item: first.get(_module(item.nodeid), len(first)))
     for item in items:
         if not any(item.get_closest_marker(name) for name in QUICK_EXCLUDES):
             item.add_marker(pytest.mark.quick)

@@ -68,7 +68,6 @@ def test_mpi_pool_mismatch_larger_than_the_buffer():
         shutdown()
 
 
-
 # a /tmp of its own, then the run in a fresh interpreter; a kit under /tmp (a CI clone) is bound back
 PRIVATE_TMP = """
 import os, subprocess, sys
@@ -87,6 +86,7 @@ def stuck(group):
     time.sleep(60)
 try:
     launch(stuck, 2, backend="mpi", timeout=3)
+    raise AssertionError("the run did not reach its timeout")
 except LaunchError as exc:
     assert "timeout" in str(exc), exc
 finally:
