@@ -25,6 +25,7 @@ from autograder import isolate
 
 ZYGOTE_START_LIMIT = 300.0   # importing torch on a loaded 2-core machine has taken 20 s
 REPLY_GRACE = 30.0           # beyond a job's limit, how long the zygote may take to answer
+MOTHER = hasattr(os, "pidfd_open") and os.environ.get("AUTOGRADER_NO_MOTHER") != "1"   # zygote_mother
 
 
 class SubprocessRunner:
@@ -83,10 +84,12 @@ class ZygoteRunner:
 
     def _start(self) -> None:
         self._buf = b""
-        env = dict(self.env, AUTOGRADER_PARENT=str(os.getpid()))       # the zygote ends its test if we die
-        self.proc = subprocess.Popen([sys.executable, "-m", "autograder.zygote"], cwd=self.root, env=env,
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log,
-                                     start_new_session=True)
+        self.proc = _forked(self.root, self.env, self._log) if MOTHER else None
+        if self.proc is None:
+            env = dict(self.env, AUTOGRADER_PARENT=str(os.getpid()))   # the zygote ends its test if we die
+            self.proc = subprocess.Popen([sys.executable, "-m", "autograder.zygote"], cwd=self.root, env=env,
+                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log,
+                                         start_new_session=True)
         if self.share is not None:       # before it forks anything: it forks only for jobs, sent later
             self.share.join_grading(self.proc.pid)
         hello = self._readline(ZYGOTE_START_LIMIT)
@@ -149,6 +152,56 @@ class ZygoteRunner:
                 pass
         self._kill()
         self._log.close()
+
+
+class ForkedZygote:
+    """A zygote forked by this grader's mother (autograder.zygote_mother): not our child, so it is
+    watched through a pidfd; Popen's pid, stdin, stdout, poll() and wait() for ZygoteRunner."""
+
+    def __init__(self, pid: int, stdin, stdout):
+        self.pid, self.stdin, self.stdout, self.returncode = pid, stdin, stdout, None
+        self._fd = os.pidfd_open(pid)
+
+    def poll(self) -> int | None:
+        return self.wait(timeout=0) if self.returncode is None else self.returncode
+
+    def wait(self, timeout: float | None = None) -> int | None:
+        if self.returncode is None:
+            if not select.select([self._fd], [], [], timeout)[0]:
+                if timeout == 0:
+                    return None
+                raise subprocess.TimeoutExpired("autograder.zygote", timeout)
+            self.returncode = -1             # ended (its exit status goes to the mother, its parent)
+            os.close(self._fd)
+            for f in (self.stdin, self.stdout):
+                try:
+                    f.close()
+                except OSError:
+                    pass
+        return self.returncode
+
+
+def _forked(root: str, env: dict, log) -> ForkedZygote | None:
+    """A zygote from this grader's mother, talking over two new pipes; None where none could be forked."""
+    from autograder import zygote_mother
+    to_read, to_write = os.pipe()            # the zygote's stdin
+    from_read, from_write = os.pipe()        # its stdout
+    try:
+        env = {k: v for k, v in env.items() if k != "AUTOGRADER_PARENT"}    # its parent: the mother
+        got = zygote_mother.fork_zygote(root, env, (to_read, from_write, log.fileno()))
+    finally:
+        os.close(to_read)
+        os.close(from_write)
+    if got is None:
+        os.close(to_write)
+        os.close(from_read)
+        return None
+    try:
+        return ForkedZygote(got, os.fdopen(to_write, "wb"), os.fdopen(from_read, "rb", buffering=0))
+    except OSError:                          # ended already: the caller's hello read fails and says so
+        os.close(to_write)
+        os.close(from_read)
+        return None
 
 
 def make_runner(root: str, env: dict, zygote: bool = True, share=None):

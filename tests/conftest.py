@@ -19,10 +19,15 @@ def find_mpirun() -> str | None:
 
 
 def live_children() -> list:
-    """Child processes of this test process that are still running (zombies excluded)."""
+    """Child processes of this test process that are still running (zombies excluded), but the
+    gradings' zygote mothers (autograder.zygote_mother: one per test process, kept between gradings)."""
     import psutil
+    mothers = sys.modules.get("autograder.zygote_mother")
+    keep = mothers.pids() if mothers is not None else set()
     kids = []
     for child in psutil.Process().children(recursive=True):
+        if child.pid in keep:
+            continue
         try:
             if child.status() != psutil.STATUS_ZOMBIE:
                 kids.append(child)
@@ -108,3 +113,28 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+SLOW_SECONDS = 60.0
+
+
+class SlowTestWarning(UserWarning):
+    """A test took over SLOW_SECONDS (setup, call and teardown) and its docstring does not say why."""
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """Adds up each test's setup, call and teardown time; past SLOW_SECONDS, a test whose docstring does
+    not say why ("60 s" in it) gets a SlowTestWarning in the warnings summary (not a failure: these
+    machines are shared, and a loaded one makes any test slow)."""
+    outcome = yield
+    item.stash[_SPENT] = item.stash.get(_SPENT, 0.0) + call.duration
+    spent = item.stash[_SPENT]
+    if call.when == "teardown" and spent > SLOW_SECONDS and outcome.get_result().passed:
+        doc = getattr(getattr(item, "function", None), "__doc__", None) or ""
+        if "60 s" not in doc:
+            item.warn(SlowTestWarning(f"{item.nodeid} took {spent:.0f} s (setup, call and teardown), over "
+                                      f"{SLOW_SECONDS:.0f} s: say why in its docstring (\"over 60 s: ...\")"))
+
+
+_SPENT = pytest.StashKey[float]()

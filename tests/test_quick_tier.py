@@ -39,3 +39,39 @@ def test_the_quick_tier_keeps_a_real_process_test_of_each_subsystem_and_no_slow_
     assert not [node for node in quick if node.startswith(slow)], "a slow, notebook or gpu test is in the quick tier"
     missing = [rep for rep in REPRESENTATIVES if not any(node.startswith(rep) for node in quick)]
     assert not missing, f"the quick tier lost these subsystems' tests: {missing}"
+
+
+class _Call:
+    def __init__(self, when: str, duration: float):
+        self.when, self.duration = when, duration
+
+
+class _Outcome:
+    def get_result(self):
+        return type("Report", (), {"passed": True})()
+
+
+def _phases(doc: str | None, durations=(20.0, 30.0, 15.0)) -> list:
+    """The warnings tests/conftest.py's report hook gives a test with this docstring and these setup,
+    call and teardown times."""
+    from tests import conftest
+
+    def function():
+        pass
+    function.__doc__ = doc
+    warned = []
+    item = type("Item", (), {"nodeid": "tests/x.py::test_x", "function": function, "stash": pytest.Stash(),
+                             "warn": lambda self, w: warned.append(w)})()
+    for when, seconds in zip(("setup", "call", "teardown"), durations):
+        hook = conftest.pytest_runtest_makereport(item, _Call(when, seconds))
+        next(hook)
+        with pytest.raises(StopIteration):
+            hook.send(_Outcome())
+    return warned
+
+
+def test_a_test_over_60_s_must_say_why_in_its_docstring():
+    warned = _phases("Checks a thing.")
+    assert len(warned) == 1 and "tests/x.py::test_x took 65 s" in str(warned[0]), warned
+    assert _phases("Over 60 s: it grades every homework.") == []
+    assert _phases(None, (1.0, 2.0, 3.0)) == []          # a quick test: nothing to say

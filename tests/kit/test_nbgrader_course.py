@@ -172,6 +172,8 @@ def round_trip(tmp_path_factory):
 
 
 def test_students_fetch_the_released_notebook_without_answers(round_trip):
+    """Near or over 60 s: its setup is the whole round trip (round_trip: every step one of nbgrader's
+    commands, each a fresh Python; 50-60 s in CI)."""
     outbound = os.path.join(round_trip["exchange"], nc.COURSE_ID, "outbound", HW, NOTEBOOK)
     assert os.path.exists(outbound), "release_assignment put nothing in the exchange"
     fetched = nbformat.read(outbound, as_version=4)

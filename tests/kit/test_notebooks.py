@@ -164,6 +164,8 @@ def test_bad_nbgrader_settings_in_a_percent_file_are_a_clear_error(tmp_path):
 @pytest.mark.timeout(600)      # the first of these runs every lecture (the session's executed_lectures)
 @pytest.mark.parametrize("name", list(LECTURES))
 def test_lecture_runs_against_the_reference(name, executed_lectures):
+    """Over 60 s for the first lecture: its setup executes every lecture (executed_lectures, two at a
+    time, about 60 s in CI); the others find theirs done."""
     lecture = LECTURES[name]
     rel = lecture.path
     assert rel in executed_lectures.notebooks or rel in executed_lectures.errors, f"{rel} was not found"
@@ -205,6 +207,8 @@ def graded(request, graded_courses) -> GradedCourse:
 
 @pytest.mark.timeout(600)
 def test_release_strips_solutions_and_hidden_tests(graded):
+    """Over 60 s for some homeworks: the first test of each homework waits for its course's grading
+    (graded_courses: release, three students, two autogrades, feedback, export; 15-75 s in CI)."""
     course = graded.course
     nb = nbformat.read(course.released(), as_version=4)
     text = "\n".join(cell.source for cell in nb.cells)
