@@ -13,6 +13,7 @@ environment of everything it starts; `sweep(token)` kills whatever still carries
 from __future__ import annotations
 
 import os
+import select
 import signal
 import sys
 import time
@@ -137,9 +138,22 @@ def wait_limited(pid: int, limit: float, poll: float = 0.02, usage: dict | None 
 
     On timeout the child's whole tree is killed and the child reaped. The returncode is
     negative for a signal, as in subprocess. `usage`, if given, gets "maxrss_kib": the child's
-    peak resident memory as the kernel counted it.
+    peak resident memory as the kernel counted it. Where the kernel has pidfds the wait ends when
+    the child does (`abandoned` asked every 0.25 s); elsewhere it polls every `poll` s.
     """
     start = time.monotonic()
+    try:
+        ended = os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        ended = None
+    try:
+        return _wait_limited(pid, limit, poll if ended is None else 0.25, usage, abandoned, ended, start)
+    finally:
+        if ended is not None:
+            os.close(ended)
+
+
+def _wait_limited(pid, limit, poll, usage, abandoned, ended, start):
     while True:
         done, status, rusage = os.wait4(pid, os.WNOHANG)
         if done == pid:
@@ -156,4 +170,7 @@ def wait_limited(pid: int, limit: float, poll: float = 0.02, usage: dict | None 
             if usage is not None:
                 usage["maxrss_kib"] = rusage.ru_maxrss
             return "timeout", None, time.monotonic() - start
-        time.sleep(poll)
+        if ended is None:
+            time.sleep(poll)
+        else:
+            select.select([ended], [], [], max(0.0, min(poll, limit - (time.monotonic() - start))))
