@@ -107,3 +107,23 @@ def test_an_environment_too_large_for_the_room_gets_a_zygote_of_its_own(tmp_path
     finally:
         runner.close()
         zygote_mother.close_all()
+
+
+def test_without_pidfds_or_when_switched_off_each_zygote_is_a_fresh_python(tmp_path, monkeypatch):
+    root = kit_copy(tmp_path / "kit")
+    env = dict(os.environ, PYTHONPATH=root)
+
+    def refused(pid):
+        raise PermissionError("pidfd_open refused (a container's seccomp filter)")
+    for setting in ("refused", "switched off"):
+        with monkeypatch.context() as m:
+            if setting == "refused":
+                m.setattr(os, "pidfd_open", refused)
+            else:
+                m.setenv("AUTOGRADER_NO_MOTHER", "1")
+            runner = ZygoteRunner(root, env)
+            try:
+                assert not isinstance(runner.proc, ForkedZygote), setting
+                assert root in probe(runner, tmp_path, setting.replace(" ", "_"))["path"]
+            finally:
+                runner.close()
