@@ -21,7 +21,7 @@ import sys
 import tempfile
 import time
 
-from autograder import isolate
+from autograder import isolate, zygote_mother
 
 ZYGOTE_START_LIMIT = 300.0   # importing torch on a loaded 2-core machine has taken 20 s
 REPLY_GRACE = 30.0           # beyond a job's limit, how long the zygote may take to answer
@@ -83,7 +83,7 @@ class ZygoteRunner:
 
     def _start(self) -> None:
         self._buf = b""
-        self.proc = _forked(self.root, self.env, self._log) if _mother_wanted() else None
+        self.proc = _forked(self.root, self.env, self._log) if zygote_mother.available() else None
         if self.proc is None:
             env = dict(self.env, AUTOGRADER_PARENT=str(os.getpid()))   # the zygote ends its test if we die
             self.proc = subprocess.Popen([sys.executable, "-m", "autograder.zygote"], cwd=self.root, env=env,
@@ -180,21 +180,8 @@ class ForkedZygote:
         return self.returncode
 
 
-def _mother_wanted() -> bool:
-    """Zygotes from the mother (autograder.zygote_mother) unless AUTOGRADER_NO_MOTHER=1 or this kernel
-    (or a container's seccomp filter) refuses pidfds, which watch a zygote that is not our child."""
-    if os.environ.get("AUTOGRADER_NO_MOTHER") == "1":
-        return False
-    try:
-        os.close(os.pidfd_open(os.getpid()))
-    except (AttributeError, OSError):
-        return False
-    return True
-
-
 def _forked(root: str, env: dict, log) -> ForkedZygote | None:
     """A zygote from this grader's mother, talking over two new pipes; None where none could be forked."""
-    from autograder import zygote_mother
     to_read, to_write = os.pipe()            # the zygote's stdin
     from_read, from_write = os.pipe()        # its stdout
     try:
@@ -209,7 +196,7 @@ def _forked(root: str, env: dict, log) -> ForkedZygote | None:
         return None
     try:
         return ForkedZygote(got, os.fdopen(to_write, "wb"), os.fdopen(from_read, "rb", buffering=0))
-    except OSError:                          # ended already: the caller's hello read fails and says so
+    except OSError:                          # it ended already: the caller starts a fresh one
         os.close(to_write)
         os.close(from_read)
         return None

@@ -25,7 +25,7 @@ import sys
 import tempfile
 import time
 
-from autograder import bindings, isolate, leftovers
+from autograder import bindings, isolate, leftovers, zygote_mother
 from autograder.cgroups import FairShare
 from autograder.collect import DEFAULT_LIMIT, JOB_ENV, collect, default_suites, test_files
 from autograder.devices import describe_device, resolve_device, scale_limits, set_aside_gpu_tests
@@ -88,6 +88,12 @@ class GradingSession:
         self.student: StudentKit | None = None        # made at the first grade(), put back at each next one
         self.tests: list[GradedTest] = []
         self.escaped = 0
+        env = dict(os.environ, PYTHONPATH=self.kit, PYTHONDONTWRITEBYTECODE="1",
+                   **{isolate.TOKEN_VAR: self.token}, AUTOGRADER_PRELOAD=",".join(manifest.get("preload", [])),
+                   **JOB_ENV)
+        env.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")         # c10d's hostname warnings in a network namespace
+        if zygote:
+            zygote_mother.warm(env)                         # torch's import meanwhile, in the zygotes' mother
         try:
             copy_kit(self.kit, skip=NOT_GRADED)
             compile_kit(self.kit)
@@ -97,10 +103,6 @@ class GradingSession:
                 if opened:
                     self.layers["files"] += (f"; search permission given on {', '.join(opened)} so the sandbox "
                                              f"can run Python")
-            env = dict(os.environ, PYTHONPATH=self.kit, PYTHONDONTWRITEBYTECODE="1",
-                       **{isolate.TOKEN_VAR: self.token}, AUTOGRADER_PRELOAD=",".join(manifest.get("preload", [])),
-                       **JOB_ENV)
-            env.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")     # c10d's hostname warnings in a network namespace
             env["MINITORCH_DIST_MAX_OUTPUT"] = str(MAX_RANK_OUTPUT)
             env["MINITORCH_DIST_MAX_REPLY"], env["MINITORCH_DIST_MAX_REPLIES"] = str(MAX_REPLY), str(MAX_REPLIES)
             env["MINITORCH_DIST_KERNEL_TRAFFIC"] = "1"      # gloo and mpi runs: bytes as the kernel counts

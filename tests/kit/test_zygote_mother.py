@@ -127,3 +127,20 @@ def test_without_pidfds_or_when_switched_off_each_zygote_is_a_fresh_python(tmp_p
                 assert root in probe(runner, tmp_path, setting.replace(" ", "_"))["path"]
             finally:
                 runner.close()
+
+
+def test_a_warmed_mother_forks_the_first_zygote(tmp_path):
+    """GradingSession warms the mother before it copies the kit, so that torch's import overlaps the copy."""
+    zygote_mother.close_all()
+    root = kit_copy(tmp_path / "kit")
+    env = dict(os.environ, PYTHONPATH=root)
+    zygote_mother.warm(env)
+    warmed = zygote_mother.pids()
+    runner = ZygoteRunner(root, env)
+    try:
+        import psutil
+        assert len(warmed) == 1 and zygote_mother.pids() == warmed
+        assert {psutil.Process(runner.proc.pid).ppid()} == warmed
+    finally:
+        runner.close()
+        zygote_mother.close_all()
