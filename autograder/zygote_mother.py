@@ -37,6 +37,7 @@ PRELOAD = ("psutil", "pytest", "torch", "torch.distributed")
 # a zygote started with it (isolate.sweep finds a grading's processes by a token there).
 AREA_VAR, ENV_AREA = "AUTOGRADER_ZYGOTE_ENV_AREA", 1 << 16
 KIT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+START_LIMIT = 300.0          # a new mother imports torch first: 20 s has been seen on a loaded machine
 _lock = threading.Lock()
 _mothers: dict[tuple, "Mother"] = {}
 
@@ -63,7 +64,7 @@ class Mother:
             return None
         try:
             socket.send_fds(self.sock, [json.dumps({"root": root, "env": env}).encode()], list(fds))
-            reply = self.sock.recv(4096) if select.select([self.sock], [], [], 60)[0] else b""
+            reply = self.sock.recv(4096) if select.select([self.sock], [], [], START_LIMIT)[0] else b""
         except OSError:
             return None
         return json.loads(reply).get("pid") if reply else None
