@@ -88,13 +88,13 @@ class GradingSession:
         self.student: StudentKit | None = None        # made at the first grade(), put back at each next one
         self.tests: list[GradedTest] = []
         self.escaped = 0
-        env = dict(os.environ, PYTHONPATH=self.kit, PYTHONDONTWRITEBYTECODE="1",
-                   **{isolate.TOKEN_VAR: self.token}, AUTOGRADER_PRELOAD=",".join(manifest.get("preload", [])),
-                   **JOB_ENV)
-        env.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")         # c10d's hostname warnings in a network namespace
-        if zygote:
-            zygote_mother.warm(env)                         # torch's import meanwhile, in the zygotes' mother
-        try:
+        try:                                                # (a signal from here on: close() cleans up)
+            env = dict(os.environ, PYTHONPATH=self.kit, PYTHONDONTWRITEBYTECODE="1",
+                       **{isolate.TOKEN_VAR: self.token}, AUTOGRADER_PRELOAD=",".join(manifest.get("preload", [])),
+                       **JOB_ENV)
+            env.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")     # c10d's hostname warnings in a network namespace
+            if zygote:
+                zygote_mother.warm(env)                     # torch's import meanwhile, in the zygotes' mother
             copy_kit(self.kit, skip=NOT_GRADED)
             compile_kit(self.kit)
             if sandbox and is_root():
