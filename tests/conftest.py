@@ -98,7 +98,7 @@ def pytest_collection_modifyitems(config, items):
     """The longest modules first (LONGEST_FIRST; the others after them, in their order), each module's
     tests together. The quick tier: every test not marked slow, notebook or gpu is also marked quick
     (`pytest -m quick`, the edit loop: every fast unit and a small real-process test of each
-    subsystem, under 2 minutes on 2 cores, 94 s with -n 2). Tests marked gpu skip, with the reason, where torch
+    subsystem, under 2 minutes on 2 cores, 94-107 s with -n 2). Tests marked gpu skip, with the reason, where torch
     has no CUDA GPU (CI, laptops)."""
     first = {name: i for i, name in enumerate(LONGEST_FIRST)}
     items.sort(key=lambda item: first.get(_module(item.nodeid), len(first)))
