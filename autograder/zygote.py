@@ -46,11 +46,21 @@ _BASELINE_KIB = 0        # the zygote's own peak memory once warm: what every te
 _PARENT = 0              # the grader that started this zygote (AUTOGRADER_PARENT)
 
 
-def _preload() -> None:
+def preload_site_packages() -> None:
+    """What every zygote imports from site-packages, never from a kit (also the zygotes' mother's
+    preload, autograder/zygote_mother.py): psutil, pytest, torch, torch.distributed, mpi4py's package."""
     import psutil  # noqa: F401
     import pytest  # noqa: F401
     import torch  # noqa: F401
     import torch.distributed  # noqa: F401
+    try:
+        import mpi4py  # noqa: F401   (the package only: MPI itself is initialized by mpiexec ranks)
+    except ImportError:
+        pass
+
+
+def _preload() -> None:
+    preload_site_packages()
     # what the homework's manifest lists under "preload" (AUTOGRADER_PRELOAD, set by grade): hw2's
     # torch._dynamo, which the first torch optimizer imports (4-7 s per rank when not inherited;
     # 2.5 s per zygote when preloaded, so not for homeworks that build no optimizer)
@@ -64,10 +74,6 @@ def _preload() -> None:
     # 0.73 s, 0.30 s with it loaded in their parent); none of it imports a student's file (below)
     import assignments.common.case_suites  # noqa: F401
     import assignments.common.rank_runs  # noqa: F401
-    try:
-        import mpi4py  # noqa: F401   (the package only: MPI itself is initialized by mpiexec ranks)
-    except ImportError:
-        pass
     leaked = sorted(student_modules() & set(sys.modules))
     assert not leaked, f"the zygote must not import student modules, but imported {leaked}"
 

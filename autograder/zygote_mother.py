@@ -4,8 +4,9 @@
 
 Every zygote (autograder.zygote) imports torch before it forks its first job: 1.3-3.2 s of CPU,
 and a run of the kit's own suite started 168 of them (a grading session has one per job slot). The
-mother is a plain Python that has imported torch, torch.distributed, pytest, psutil and mpi4py (all
-from site-packages: nothing of the kit, so no grading's copy shadows another's) and forks a
+mother is a plain Python that has imported what every zygote imports from site-packages
+(zygote.preload_site_packages: torch, pytest, ...; nothing of the kit, so no grading's copy
+shadows another's) and forks a
 zygote on request. The child takes its descriptors (stdin, stdout, stderr, passed over a socket),
 its working folder, environment and sys.path as a fresh `python -m autograder.zygote` in that
 folder would have them, and runs the kit copy's autograder.zygote as __main__.
@@ -31,7 +32,6 @@ import threading
 
 IMPORT_ENV = re.compile(r"^(OMP_|KMP_|GOMP_|MKL_|OPENBLAS_|TORCH_|PYTORCH_|CUDA_|NCCL_|LD_|MALLOC_|PYTHON(?!PATH=|"
                         r"DONTWRITEBYTECODE=))")
-PRELOAD = ("psutil", "pytest", "torch", "torch.distributed")
 # The mother's environment holds AREA_VAR=xxx... (ENV_AREA bytes): each zygote writes its own environment
 # over that memory, so that /proc/PID/environ of the zygote and of everything it forks shows it, as for
 # a zygote started with it (isolate.sweep finds a grading's processes by a token there).
@@ -98,13 +98,14 @@ def warm(env: dict) -> None:
             _mother(env)
 
 
-def _mother(env: dict) -> Mother:
+def _mother(env: dict) -> tuple[tuple, Mother]:
+    """(key, the running mother for `env`'s import-time variables), started if there is none."""
     key = tuple(sorted(import_env(env).items()))
     mother = _mothers.get(key)
     if mother is None or mother.proc.poll() is not None:
         mother = _mothers[key] = Mother({**dict(key), **{k: env[k] for k in ("PATH", "HOME") if k in env},
                                          AREA_VAR: "x" * ENV_AREA})
-    return mother
+    return key, mother
 
 
 def fork_zygote(root: str, env: dict, fds: tuple[int, int, int]) -> int | None:
@@ -115,12 +116,11 @@ def fork_zygote(root: str, env: dict, fds: tuple[int, int, int]) -> int | None:
         return None
     with _lock:
         for _ in range(2):                  # a mother killed meanwhile (a sweep of the grader's children)
-            mother = _mother(env)
+            key, mother = _mother(env)
             pid = mother.fork(root, env, fds)
             if pid is not None:
                 return pid
-            mother.close()
-            _mothers.pop(tuple(sorted(import_env(env).items())))
+            _mothers.pop(key).close()
         return None
 
 
@@ -141,13 +141,8 @@ def close_all() -> None:
 # -- the mother process -------------------------------------------------------------------------
 def serve(fd: int) -> None:
     """The mother: preload, then fork a zygote for each request until the grader goes away."""
-    import importlib
-    for name in PRELOAD:
-        importlib.import_module(name)
-    try:
-        import mpi4py  # noqa: F401   (the package only, as the zygote does)
-    except ImportError:
-        pass
+    from autograder.zygote import preload_site_packages
+    preload_site_packages()
     grader = os.getppid()
     sock = socket.socket(fileno=fd)
     base_path = [p for p in sys.path if p and os.path.abspath(p) != KIT]
