@@ -95,3 +95,15 @@ def test_a_zygote_and_the_test_processes_it_forks_hold_its_heap_in_huge_pages(tm
     finally:
         runner.close()
         zygote_mother.close_all()
+
+
+def test_fork_bench_prints_both_times_and_their_ratio():
+    """benchmarks/fork_bench.py, tiny: one process, five forks each way."""
+    out = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "fork_bench.py"), "--repeats", "1",
+                          "--forks", "5"], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert out.returncode == 0, out.stderr[-3000:]
+    rows = [line for line in out.stdout.splitlines() if "4 KiB pages" in line and "collapsed" in line]
+    assert len(rows) == 1 and "huge over 4 KiB pages: median" in out.stdout, out.stdout
+    collapsed = float(rows[0].split("collapsed")[1].split("MiB")[0])
+    assert (collapsed > 0) == WORKS, out.stdout
+    assert WORKS or "collapsed nothing" in out.stdout
