@@ -151,8 +151,9 @@ def huge_pages() -> int:
     (torch, pytest, the runtime), ~10 ms per fork+exit. With the heap in 2 MiB pages a fork copies one
     entry per huge page: 4 ms (measured here, benchmarks/fork_bench.py). A page a child writes to is
     still copied 4 KiB at a time (the kernel splits the huge mapping in the child). MADV_COLLAPSE
-    (Linux 6.1+) does it at once, at 30-300 ms of CPU; where the kernel lacks it or has transparent
-    huge pages off, madvise fails and nothing changes."""
+    (Linux 6.1+) does it at once, at 30-300 ms of CPU; the heap grows by the unused 4 KiB pages of the
+    huge pages it makes (~1 MiB here). Where the kernel lacks it or has transparent huge pages off,
+    madvise fails and nothing changes."""
     import ctypes
     try:
         libc = ctypes.CDLL(None, use_errno=True)
@@ -166,7 +167,7 @@ def huge_pages() -> int:
     for line in maps:
         fields = line.split()
         if not fields[1].startswith("rw") or (len(fields) > 5 and fields[5] != "[heap]"):
-            continue                                        # anonymous or the brk heap: writable, no file
+            continue                        # only writable anonymous mappings and the brk heap
         low, high = (int(x, 16) for x in fields[0].split("-"))
         start, end = (low + HUGE - 1) & ~(HUGE - 1), high & ~(HUGE - 1)
         if end - start >= HUGE:

@@ -9,7 +9,7 @@ what a zygote imports from site-packages (autograder.zygote.preload_site_package
 (the child exits at once: the copy of the page table and its teardown, not the child's own work),
 then back the heap with transparent huge pages (autograder.zygote.huge_pages) and time them again.
 Each process gives one pair; printed: both times, their ratio (median and range over the pairs),
-the heap collapsed and the collapse's CPU time. Where the kernel cannot collapse (no MADV_COLLAPSE
+the heap collapsed, the collapse's CPU time and the anonymous memory before and after it. Where the kernel cannot collapse (no MADV_COLLAPSE
 before Linux 6.1, transparent huge pages off) it says so and the two times match.
 """
 
@@ -41,20 +41,22 @@ def forks(n):
         os.waitpid(pid, 0)
     return (time.perf_counter() - t0) / n
 
-def anon_huge_mib():
+def rollup_mib(field):
     with open("/proc/self/smaps_rollup") as f:
-        line = next(l for l in f if l.startswith("AnonHugePages:"))
+        line = next(l for l in f if l.startswith(field + ":"))
     return int(line.split()[1]) / 1024
 
 n = int(sys.argv[2])
 forks(3)                                    # warm-up
 small = forks(n)
+anon_before = rollup_mib("Anonymous")
 cpu = time.process_time()
 collapsed = huge_pages()
 cpu = time.process_time() - cpu
 huge = forks(n)
 print(json.dumps({"small": small, "huge": huge, "collapsed_mib": collapsed / 2**20, "collapse_cpu": cpu,
-                  "anon_huge_mib": anon_huge_mib()}))
+                  "anon_huge_mib": rollup_mib("AnonHugePages"), "anon_before_mib": anon_before,
+                  "anon_after_mib": rollup_mib("Anonymous")}))
 """
 
 
@@ -74,7 +76,8 @@ def main() -> None:
     for r in rows:
         print(f"  4 KiB pages {1e3 * r['small']:6.2f} ms   huge pages {1e3 * r['huge']:6.2f} ms   "
               f"collapsed {r['collapsed_mib']:5.0f} MiB in {1e3 * r['collapse_cpu']:4.0f} ms CPU "
-              f"(AnonHugePages {r['anon_huge_mib']:.0f} MiB)")
+              f"(AnonHugePages {r['anon_huge_mib']:.0f} MiB; anonymous memory {r['anon_before_mib']:.0f} -> "
+              f"{r['anon_after_mib']:.0f} MiB)")
     print(f"huge over 4 KiB pages: median {statistics.median(ratios):.2f}x (range {min(ratios):.2f}-{max(ratios):.2f}x)")
     if not any(r["collapsed_mib"] for r in rows):
         print("this kernel collapsed nothing (MADV_COLLAPSE needs Linux 6.1+ and transparent huge pages not "
