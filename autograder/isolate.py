@@ -143,34 +143,28 @@ def wait_limited(pid: int, limit: float, poll: float = 0.02, usage: dict | None 
     """
     start = time.monotonic()
     try:
-        ended = os.pidfd_open(pid)
+        ended = [os.pidfd_open(pid)]            # readable once the child has ended
+        poll = 0.25
     except (AttributeError, OSError):
-        ended = None
+        ended = []                              # select() on nothing: a sleep of `poll`
     try:
-        return _wait_limited(pid, limit, poll if ended is None else 0.25, usage, abandoned, ended, start)
+        while True:
+            done, status, rusage = os.wait4(pid, os.WNOHANG)
+            if done == pid:
+                if usage is not None:
+                    usage["maxrss_kib"] = rusage.ru_maxrss
+                return "exited", os.waitstatus_to_exitcode(status), time.monotonic() - start
+            if abandoned is not None and abandoned():
+                kill_tree(pid)
+                os.wait4(pid, 0)
+                return "abandoned", None, time.monotonic() - start
+            if time.monotonic() - start > limit:
+                kill_tree(pid)
+                rusage = os.wait4(pid, 0)[2]
+                if usage is not None:
+                    usage["maxrss_kib"] = rusage.ru_maxrss
+                return "timeout", None, time.monotonic() - start
+            select.select(ended, [], [], max(0.0, min(poll, limit - (time.monotonic() - start))))
     finally:
-        if ended is not None:
-            os.close(ended)
-
-
-def _wait_limited(pid, limit, poll, usage, abandoned, ended, start):
-    while True:
-        done, status, rusage = os.wait4(pid, os.WNOHANG)
-        if done == pid:
-            if usage is not None:
-                usage["maxrss_kib"] = rusage.ru_maxrss
-            return "exited", os.waitstatus_to_exitcode(status), time.monotonic() - start
-        if abandoned is not None and abandoned():
-            kill_tree(pid)
-            os.wait4(pid, 0)
-            return "abandoned", None, time.monotonic() - start
-        if time.monotonic() - start > limit:
-            kill_tree(pid)
-            rusage = os.wait4(pid, 0)[2]
-            if usage is not None:
-                usage["maxrss_kib"] = rusage.ru_maxrss
-            return "timeout", None, time.monotonic() - start
-        if ended is None:
-            time.sleep(poll)
-        else:
-            select.select([ended], [], [], max(0.0, min(poll, limit - (time.monotonic() - start))))
+        for fd in ended:
+            os.close(fd)

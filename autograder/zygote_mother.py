@@ -141,6 +141,7 @@ def close_all() -> None:
 # -- the mother process -------------------------------------------------------------------------
 def serve(fd: int) -> None:
     """The mother: preload, then fork a zygote for each request until the grader goes away."""
+    from autograder.isolate import reap_zombies
     from autograder.zygote import preload_site_packages
     preload_site_packages()
     grader = os.getppid()
@@ -149,12 +150,12 @@ def serve(fd: int) -> None:
     for name in [m for m in sys.modules if m == "autograder" or m.startswith("autograder.")]:
         del sys.modules[name]          # the zygotes import the grader package from their kit copy
     while os.getppid() == grader:
-        _reap()                        # zygotes that ended
+        reap_zombies()                 # zygotes that ended
         if not select.select([sock], [], [], 1.0)[0]:
             continue
         msg, fds, _, _ = socket.recv_fds(sock, 1 << 20, 3)
         if not msg:
-            _reap()
+            reap_zombies()
             return                     # the grader closed its end
         request = json.loads(msg)
         pid = os.fork()
@@ -163,14 +164,6 @@ def serve(fd: int) -> None:
         for f in fds:
             os.close(f)
         sock.send(json.dumps({"pid": pid}).encode())
-
-
-def _reap() -> None:
-    try:
-        while os.waitpid(-1, os.WNOHANG)[0]:
-            pass
-    except ChildProcessError:
-        pass
 
 
 def _become_zygote(request: dict, fds: list[int], sock: int, base_path: list[str]) -> None:

@@ -22,6 +22,20 @@ def measured(monkeypatch):
     monkeypatch.setenv(run_meter.VAR, "1")
 
 
+def launch_measured(fn, p: int, masking: int = 64 << 10, tries: int = 5, **options):
+    """launch(fn, p, **options) with the kernel measuring, run again (up to `tries` runs) while its
+    wire.closed could cover a forged claim of `masking` bytes: the tests share this network namespace
+    with the other xdist worker, whose connections that close during a run count in wire.closed (not
+    told apart by rank; every lower bound may draw on them: with its megabytes there, a forged claim
+    once passed in CI), as do lost announcements of closed sockets (None). A run's own pool and store
+    close 0-2 KB. The tests' assertions stay as strict: only a run the kernel could judge is kept."""
+    for _ in range(tries):
+        res = launch(fn, p, **options)
+        if res.wire.closed is not None and res.wire.closed < masking:
+            break
+    return res
+
+
 def traffic(group, kind, n):
     """Point-to-point traffic of one kind from rank 0 to every other rank (or a ring of sendrecv)."""
     x, got = torch.ones(n), torch.empty(n)
@@ -72,9 +86,9 @@ def forged(group, n):
 
 
 def test_forged_counters_disagree_with_the_kernel(measured):
-    res = launch(forged, 3, args=(3000,), collectives=False)
+    res = launch_measured(forged, 3, masking=4 << 10, args=(3000,), collectives=False)   # claims of 16 KB
     problems = disagreements(res.counters, res.wire)
-    assert len(problems) == 3, problems                       # the root sent more, the others less
+    assert len(problems) == 3, (problems, f"closed during the run: {res.wire.closed} B")                       # the root sent more, the others less
     assert "rank 1's counters say it sent 4 messages" in problems[1] and "kernel counted 48 B sent" in problems[1]
 
 

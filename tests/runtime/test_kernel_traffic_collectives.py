@@ -16,6 +16,7 @@ from minitorch_dist.runtime.observe import kernel_traffic, run_meter
 from minitorch_dist.runtime.observe.trace import Counters, OpCount
 from minitorch_dist.runtime.observe.traffic_check import (collective_framing, disagreements, group_size,
                                                           rank_bounds)
+from tests.runtime.test_kernel_traffic import launch_measured
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux") or not kernel_traffic.available(),
                                 reason="sock_diag (Linux) is needed to read the kernel's per-socket counts")
@@ -141,31 +142,13 @@ def claims(group, kind, n):
                                           ("lone_claim", 3, {0, 1, 2})])
 def test_forged_collective_counters_disagree_with_the_kernel(measured, kind, p, ranks):
     for traced in (True, False):
-        problems, closed = clean_run(kind, p, traced)
+        res = launch_measured(claims, p, args=(kind, 250_000), trace=traced)       # claims of 1 MB
+        problems = disagreements(res.counters, res.wire, traced=traced, events=res.events if traced else None)
         if not traced and kind in ("inflated", "never", "lone_claim"):
             assert problems == []                # a claim of more: only the traced runs' lower bound sees it
             continue
         named = {int(line.split()[1].rstrip("'s")) for line in problems if line.startswith("rank ")}
-        assert named == ranks, (kind, traced, problems, f"closed during the run: {closed} B")
-
-
-MASKING = 64 << 10       # bytes closed during a run past which they could cover a forged claim (~1 MB here)
-
-
-def clean_run(kind: str, p: int, traced: bool, tries: int = 5) -> tuple[list, int | None]:
-    """(disagreements, wire.closed) of a launch of `claims`, run again (up to `tries` runs) while the
-    kernel's count cannot decide: this namespace is shared with the other tests, and bytes that their
-    connections received, closed during the run, count in wire.closed (not told apart by rank, every
-    lower bound may draw on them: with another worker's megabytes there, a forged claim passed once
-    in CI), as do lost announcements of closed sockets (None). A run's own pool and store close a few
-    kilobytes at most."""
-    for _ in range(tries):
-        res = launch(claims, p, args=(kind, 250_000), trace=traced)
-        closed = res.wire.closed
-        problems = disagreements(res.counters, res.wire, traced=traced, events=res.events if traced else None)
-        if closed is not None and closed < MASKING:
-            break
-    return problems, closed
+        assert named == ranks, (kind, traced, problems, f"closed during the run: {res.wire.closed} B")
 
 
 def test_a_forgery_hidden_in_a_closed_connection_still_needs_the_bytes(measured):

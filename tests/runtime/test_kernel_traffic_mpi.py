@@ -10,6 +10,7 @@ import torch
 from minitorch_dist import launch
 from minitorch_dist.runtime.observe import kernel_traffic, run_meter
 from minitorch_dist.runtime.observe.traffic_check import disagreements
+from tests.runtime.test_kernel_traffic import launch_measured
 from tests.runtime.test_kernel_traffic_collectives import OPS, claims, collective, on_subgroups
 
 try:
@@ -90,10 +91,10 @@ def test_forged_mpi_counters_disagree_with_the_kernel(measured, kind, ranks):
     the gloo tests, and an all_reduce done twice with one call counted, which only the bound of a run
     that reduces no widened dtype (widest=1) can tell from one."""
     fn, args = (reduces_twice, (250_000,)) if kind == "twice" else (claims, (kind, 250_000))
-    res = launch(fn, 4, args=args, backend="mpi", trace=True)
+    res = launch_measured(fn, 4, args=args, backend="mpi", trace=True)
     problems = disagreements(res.counters, res.wire, traced=True, events=res.events, backend="mpi", widest=1)
     named = {int(line.split()[1].rstrip("'s")) for line in problems if line.startswith("rank ")}
-    assert named == ranks, (kind, problems)
+    assert named == ranks, (kind, problems, f"closed during the run: {res.wire.closed} B")
     if kind == "twice":
         assert disagreements(res.counters, res.wire, traced=True, events=res.events, backend="mpi") == []
 
