@@ -88,7 +88,8 @@ def forged(group, n):
 def test_forged_counters_disagree_with_the_kernel(measured):
     res = launch_measured(forged, 3, masking=4 << 10, args=(3000,), collectives=False)   # claims of 16 KB
     problems = disagreements(res.counters, res.wire)
-    assert len(problems) == 3, (problems, f"closed during the run: {res.wire.closed} B")                       # the root sent more, the others less
+    # the root sent more, the others less
+    assert len(problems) == 3, (problems, f"closed during the run: {res.wire.closed} B")
     assert "rank 1's counters say it sent 4 messages" in problems[1] and "kernel counted 48 B sent" in problems[1]
 
 
