@@ -142,6 +142,20 @@ MADV_HUGEPAGE, MADV_COLLAPSE = 14, 25         # Linux's madvise advice numbers (
 HUGE = 2 << 20                                # a transparent huge page (x86-64, arm64 with 4 KiB pages)
 
 
+def settle() -> None:
+    """Once warm: what this process imported moved out of the collector's reach, its heap in huge pages.
+
+    Everything imported so far lives as long as the process: frozen, a forked test process's
+    collections (pytest's own at exit among them) no longer walk, and so copy, the whole heap (0.5 s
+    less per test function measured on hw5's GPipe tests). The zygotes' mother (zygote_mother.py)
+    settles once it has imported torch, and each zygote again after its own imports: a zygote then
+    collects only what it imported itself (0.1 s less) and re-collapses only the huge pages its
+    imports wrote to (benchmarks/fork_bench.py --zygotes)."""
+    gc.collect()
+    gc.freeze()
+    huge_pages()
+
+
 def huge_pages() -> int:
     """Back the zygote's heap (its anonymous mappings of 2 MiB or more) with transparent huge pages;
     the bytes the kernel collapsed.
@@ -190,12 +204,7 @@ def main() -> None:
         if network.startswith("active"):     # one test at a time in it: whole-namespace counts are its own
             os.environ["MINITORCH_DIST_PRIVATE_NETNS"] = "1"
     _preload()
-    # Everything imported so far lives as long as the zygote: moved out of the collector's reach, a
-    # forked test process's collections (pytest's own at exit among them) no longer walk, and so
-    # copy, the zygote's whole heap: 0.5 s less per test function measured on hw5's GPipe tests.
-    gc.collect()
-    gc.freeze()
-    huge_pages()
+    settle()
     global _BASELINE_KIB
     import resource
     _BASELINE_KIB = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss

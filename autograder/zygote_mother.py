@@ -142,13 +142,14 @@ def close_all() -> None:
 def serve(fd: int) -> None:
     """The mother: preload, then fork a zygote for each request until the grader goes away."""
     from autograder.isolate import reap_zombies
-    from autograder.zygote import preload_site_packages
+    from autograder.zygote import preload_site_packages, settle
     preload_site_packages()
     grader = os.getppid()
     sock = socket.socket(fileno=fd)
     base_path = [p for p in sys.path if p and os.path.abspath(p) != KIT]
     for name in [m for m in sys.modules if m == "autograder" or m.startswith("autograder.")]:
         del sys.modules[name]          # the zygotes import the grader package from their kit copy
+    settle()
     while os.getppid() == grader:
         reap_zombies()                 # zygotes that ended
         if not select.select([sock], [], [], 1.0)[0]:

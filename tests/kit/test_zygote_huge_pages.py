@@ -88,6 +88,9 @@ def test_a_zygote_and_the_test_processes_it_forks_hold_its_heap_in_huge_pages(tm
     runner = ZygoteRunner(ROOT, dict(os.environ, PYTHONPATH=ROOT))
     try:
         assert _anon_huge_kib(runner.proc.pid) >= 32 << 10
+        if mother:       # settled before the zygote was forked: the zygote re-collapses only what it wrote
+            mothers = [_anon_huge_kib(pid) for pid in zygote_mother.pids()]
+            assert mothers and all(kib >= 32 << 10 for kib in mothers), f"the mothers' huge pages: {mothers} KiB"
         reply = runner.run(["-q", "-s", "-p", "no:cacheprovider", str(test)], {}, str(out), limit=120)
         text = out.read_text()
         assert reply["status"] == "exited" and reply["code"] == 0, text[-3000:]
@@ -107,3 +110,14 @@ def test_fork_bench_prints_both_times_and_their_ratio():
     collapsed = float(rows[0].split("collapsed")[1].split("MiB")[0])
     assert (collapsed > 0) == WORKS, out.stdout
     assert WORKS or "collapsed nothing" in out.stdout
+
+
+def test_fork_bench_times_the_zygotes_settle_under_both_mothers():
+    """benchmarks/fork_bench.py --zygotes, tiny: one mother of each kind, two zygotes each."""
+    out = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "fork_bench.py"), "--repeats", "1",
+                          "--zygotes", "2"], capture_output=True, text=True, timeout=180, cwd=ROOT)
+    assert out.returncode == 0, out.stderr[-3000:]
+    rows = {line.split(":")[0].split()[1]: line.split(":")[1].split() for line in out.stdout.splitlines()
+            if line.strip().startswith("mother ")}
+    assert sorted(rows) == ["settled", "unsettled"] and all(len(v) == 2 for v in rows.values()), out.stdout
+    assert "median settle():" in out.stdout and "under an unsettled one" in out.stdout, out.stdout
