@@ -13,7 +13,10 @@ folder would have them, and runs the kit copy's autograder.zygote as __main__.
 
 Only what the import of torch reads from the environment must match: the mother is started with
 those variables (OMP_*, TORCH_*, CUDA_*, LD_*, PYTHON* but PYTHONPATH, ...; IMPORT_ENV), one mother
-per distinct set. A mother ends when its grader does (it checks its parent every second) or when
+per distinct set and homework preload: a homework's `preload` modules from site-packages
+(AUTOGRADER_PRELOAD, never a module of the kit: site_preload) are imported by its mother, not by each
+of its zygotes (torch._dynamo for homeworks 2, 3, 5 and 6: 0.8-1.0 s of CPU a zygote, 71 of the 169
+zygotes a run of the kit's suite started). A mother ends when its grader does (it checks its parent every second) or when
 the grader closes the socket; its zygotes, whose parent it is, then end too (autograder.zygote
 watches its parent). Student code never runs in the mother: it runs in jobs forked by a zygote,
 in the sandbox, with every inherited descriptor closed.
@@ -21,6 +24,7 @@ in the sandbox, with every inherited descriptor closed.
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import re
@@ -36,6 +40,7 @@ IMPORT_ENV = re.compile(r"^(OMP_|KMP_|GOMP_|MKL_|OPENBLAS_|TORCH_|PYTORCH_|CUDA_
 # over that memory, so that /proc/PID/environ of the zygote and of everything it forks shows it, as for
 # a zygote started with it (isolate.sweep finds a grading's processes by a token there).
 AREA_VAR, ENV_AREA = "AUTOGRADER_ZYGOTE_ENV_AREA", 1 << 16
+PRELOAD_VAR = "AUTOGRADER_PRELOAD"     # the homework's preload (autograder.session; autograder.zygote imports it)
 KIT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 START_LIMIT = 300.0          # a new mother imports torch first: 20 s has been seen on a loaded machine
 _lock = threading.Lock()
@@ -45,6 +50,14 @@ _mothers: dict[tuple, "Mother"] = {}
 def import_env(env: dict) -> dict:
     """The variables of `env` that importing torch (or starting Python) may read."""
     return {k: v for k, v in env.items() if IMPORT_ENV.match(f"{k}={v}")}
+
+
+def site_preload(env: dict) -> str:
+    """The modules of `env`'s PRELOAD_VAR (comma-separated) that the mother may import: those whose
+    top-level package is not one of the kit's (the zygotes import the kit from their own copy)."""
+    names = [n for n in env.get(PRELOAD_VAR, "").split(",") if n]
+    kit = set(os.listdir(KIT))
+    return ",".join(n for n in names if not {n.split(".")[0], n.split(".")[0] + ".py"} & kit)
 
 
 class Mother:
@@ -100,11 +113,12 @@ def warm(env: dict) -> None:
 
 def _mother(env: dict) -> tuple[tuple, Mother]:
     """(key, the running mother for `env`'s import-time variables), started if there is none."""
-    key = tuple(sorted(import_env(env).items()))
+    variables, preload = tuple(sorted(import_env(env).items())), site_preload(env)
+    key = (variables, preload)
     mother = _mothers.get(key)
     if mother is None or mother.proc.poll() is not None:
-        mother = _mothers[key] = Mother({**dict(key), **{k: env[k] for k in ("PATH", "HOME") if k in env},
-                                         AREA_VAR: "x" * ENV_AREA})
+        mother = _mothers[key] = Mother({**dict(variables), **{k: env[k] for k in ("PATH", "HOME") if k in env},
+                                         PRELOAD_VAR: preload, AREA_VAR: "x" * ENV_AREA})
     return key, mother
 
 
@@ -144,6 +158,11 @@ def serve(fd: int) -> None:
     from autograder.isolate import reap_zombies
     from autograder.zygote import preload_site_packages, settle
     preload_site_packages()
+    for name in filter(None, os.environ.get(PRELOAD_VAR, "").split(",")):     # site_preload's: not the kit's
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            pass                       # the zygote's own import of it says what is missing
     grader = os.getppid()
     sock = socket.socket(fileno=fd)
     base_path = [p for p in sys.path if p and os.path.abspath(p) != KIT]
