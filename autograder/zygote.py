@@ -63,7 +63,8 @@ def _preload() -> None:
     preload_site_packages()
     # what the homework's manifest lists under "preload" (AUTOGRADER_PRELOAD, set by grade): hw2's
     # torch._dynamo, which the first torch optimizer imports (4-7 s per rank when not inherited;
-    # 2.5 s per zygote when preloaded, so not for homeworks that build no optimizer)
+    # 2.5 s per zygote when preloaded, so not for homeworks that build no optimizer). A zygote forked
+    # from its homework's mother finds it imported there already (zygote_mother.site_preload).
     for name in filter(None, os.environ.get("AUTOGRADER_PRELOAD", "").split(",")):
         importlib.import_module(name)
 

@@ -16,8 +16,9 @@ those variables (OMP_*, TORCH_*, CUDA_*, LD_*, PYTHON* but PYTHONPATH, ...; IMPO
 per distinct set and homework preload: a homework's `preload` modules from site-packages
 (AUTOGRADER_PRELOAD, never a module of the kit: site_preload) are imported by its mother, not by each
 of its zygotes (torch._dynamo for homeworks 2, 3, 5 and 6: 0.8-1.0 s of CPU a zygote, 71 of the 169
-zygotes a run of the kit's suite started). A mother ends when its grader does (it checks its parent every second) or when
-the grader closes the socket; its zygotes, whose parent it is, then end too (autograder.zygote
+zygotes a run of the kit's suite started). Once its imports are done the mother settles
+(autograder.zygote.settle). A mother ends when its grader does (it checks its parent every second)
+or when the grader closes the socket; its zygotes, whose parent it is, then end too (autograder.zygote
 watches its parent). Student code never runs in the mother: it runs in jobs forked by a zygote,
 in the sandbox, with every inherited descriptor closed.
 """
@@ -112,7 +113,8 @@ def warm(env: dict) -> None:
 
 
 def _mother(env: dict) -> tuple[tuple, Mother]:
-    """(key, the running mother for `env`'s import-time variables), started if there is none."""
+    """(key, the running mother for `env`'s import-time variables and site_preload), started if there
+    is none."""
     variables, preload = tuple(sorted(import_env(env).items())), site_preload(env)
     key = (variables, preload)
     mother = _mothers.get(key)
