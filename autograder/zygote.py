@@ -59,15 +59,31 @@ def preload_site_packages() -> None:
         pass
 
 
+PRELOAD_VAR = "AUTOGRADER_PRELOAD"     # the homework's preload, comma-separated (set by autograder.session)
+
+
+def import_preload(missing_ok: bool = False) -> None:
+    """Import what the homework's manifest lists under "preload" (PRELOAD_VAR): hw2's torch._dynamo,
+    which the first torch optimizer imports (4-7 s per rank when not inherited; 2.5 s per zygote when
+    preloaded, so not for homeworks that build no optimizer). The zygotes' mother imports the
+    site-packages part of it (zygote_mother.site_preload, missing_ok: the zygote's own import then says
+    what is missing), so a zygote forked from it finds those imported already."""
+    for name in filter(None, os.environ.get(PRELOAD_VAR, "").split(",")):
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            if not missing_ok:
+                raise
+
+
 def _preload() -> None:
     preload_site_packages()
-    # what the homework's manifest lists under "preload" (AUTOGRADER_PRELOAD, set by grade): hw2's
-    # torch._dynamo, which the first torch optimizer imports (4-7 s per rank when not inherited;
-    # 2.5 s per zygote when preloaded, so not for homeworks that build no optimizer). A zygote forked
-    # from its homework's mother finds it imported there already (zygote_mother.site_preload).
-    for name in filter(None, os.environ.get("AUTOGRADER_PRELOAD", "").split(",")):
-        importlib.import_module(name)
+    import_preload()
+    preload_kit()
 
+
+def preload_kit() -> None:
+    """What a zygote imports from its kit copy, beyond its mother's imports."""
     import autograder.plugin  # noqa: F401
     import minitorch_dist.runtime  # noqa: F401
     # the homeworks' shared rank harness, which every rank's payload imports: the rank hosts forked

@@ -25,7 +25,6 @@ in the sandbox, with every inherited descriptor closed.
 
 from __future__ import annotations
 
-import importlib
 import json
 import os
 import re
@@ -35,13 +34,14 @@ import subprocess
 import sys
 import threading
 
+from autograder.zygote import PRELOAD_VAR
+
 IMPORT_ENV = re.compile(r"^(OMP_|KMP_|GOMP_|MKL_|OPENBLAS_|TORCH_|PYTORCH_|CUDA_|NCCL_|LD_|MALLOC_|PYTHON(?!PATH=|"
                         r"DONTWRITEBYTECODE=))")
 # The mother's environment holds AREA_VAR=xxx... (ENV_AREA bytes): each zygote writes its own environment
 # over that memory, so that /proc/PID/environ of the zygote and of everything it forks shows it, as for
 # a zygote started with it (isolate.sweep finds a grading's processes by a token there).
 AREA_VAR, ENV_AREA = "AUTOGRADER_ZYGOTE_ENV_AREA", 1 << 16
-PRELOAD_VAR = "AUTOGRADER_PRELOAD"     # the homework's preload (autograder.session; autograder.zygote imports it)
 KIT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 START_LIMIT = 300.0          # a new mother imports torch first: 20 s has been seen on a loaded machine
 _lock = threading.Lock()
@@ -158,13 +158,9 @@ def close_all() -> None:
 def serve(fd: int) -> None:
     """The mother: preload, then fork a zygote for each request until the grader goes away."""
     from autograder.isolate import reap_zombies
-    from autograder.zygote import preload_site_packages, settle
+    from autograder.zygote import import_preload, preload_site_packages, settle
     preload_site_packages()
-    for name in filter(None, os.environ.get(PRELOAD_VAR, "").split(",")):     # site_preload's: not the kit's
-        try:
-            importlib.import_module(name)
-        except ImportError:
-            pass                       # the zygote's own import of it says what is missing
+    import_preload(missing_ok=True)    # site_preload's part: never the kit's
     grader = os.getppid()
     sock = socket.socket(fileno=fd)
     base_path = [p for p in sys.path if p and os.path.abspath(p) != KIT]

@@ -10,8 +10,9 @@ what a zygote imports from site-packages (autograder.zygote.preload_site_package
 (the child exits at once: the copy of the page table and its teardown, not the child's own work),
 then back the heap with transparent huge pages (autograder.zygote.huge_pages) and time them again.
 Each process gives one pair; printed: both times, their ratio (median and range over the pairs),
-the heap collapsed, the collapse's CPU time and the anonymous memory before and after it. Where the kernel cannot collapse (no MADV_COLLAPSE
-before Linux 6.1, transparent huge pages off) it says so and the two times match.
+the heap collapsed, the collapse's CPU time and the anonymous memory before and after it. Where the
+kernel cannot collapse (no MADV_COLLAPSE before Linux 6.1, transparent huge pages off) it says so and
+the two times match.
 
 --zygotes K: what a zygote's own start costs, its settle() (collect, freeze, collapse: the last step
 before it reports ready) after the imports it adds to its mother's, for K zygotes forked one after
@@ -66,19 +67,18 @@ print(json.dumps({"small": small, "huge": huge, "collapsed_mib": collapsed / 2**
 """
 
 ZYGOTES = """
-import gc, json, os, resource, sys, time
+import json, os, sys, time
 sys.path.insert(0, sys.argv[1])
-from autograder.zygote import preload_site_packages, settle
-preload_site_packages()
-mother = sys.argv[3] == "settled"
-if mother:
+from autograder.zygote import preload_kit, preload_site_packages, settle
+preload_site_packages()                     # what the mother imports
+if sys.argv[3] == "settled":
     settle()
 costs = []
 for _ in range(int(sys.argv[2])):
     r, w = os.pipe()
     pid = os.fork()
-    if pid == 0:                            # a zygote: the kit's imports, then settle() timed
-        import minitorch_dist.runtime, assignments.common.case_suites, assignments.common.rank_runs
+    if pid == 0:                            # a zygote: its imports from the kit, then settle() timed
+        preload_kit()
         cpu = time.process_time()
         settle()
         os.write(w, str(time.process_time() - cpu).encode())

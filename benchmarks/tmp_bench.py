@@ -6,8 +6,8 @@ A grading session copies the kit twice (about 2000 files) and removes the copies
 kit's own suite does that about a hundred times, besides every test's scratch files. On ext4 mounted
 without a journal (CI's machines: `/sys/fs/ext4/<device>/journal_task` reads `<none>`), creating a
 file makes the kernel skip, one by one, every inode of the folder's block group deleted in the last
-30 s (ext4's `recently_deleted`; from the next second on), so a create costs in proportion to the recent deletions
-beside it. This times `--files` creates (40 folders of small files, as a kit copy) in `$TMPDIR` (or
+30 s (ext4's `recently_deleted`; from the next second on), so a create costs in proportion to the
+recent deletions beside it. This times `--files` creates (40 folders of small files, as a kit copy) in `$TMPDIR` (or
 /tmp) and in /dev/shm (tmpfs), first as they are, then after `--churn` rounds of creating and
 removing as many files there (what a run of gradings does), and says what filesystem each is.
 .ci/run gives its run a /tmp in memory for this reason.
@@ -25,7 +25,8 @@ import time
 def describe(folder: str) -> str:
     """The filesystem of `folder` and, for ext4, whether it has a journal."""
     st = os.stat(folder)
-    mounts = [line.split() for line in open("/proc/self/mounts")]
+    with open("/proc/self/mounts") as f:
+        mounts = [line.split() for line in f]
     best = max((m for m in mounts if folder.startswith(m[1].rstrip("/") + "/") or folder == m[1]),
                key=lambda m: len(m[1]), default=None)
     if best is None:

@@ -9,7 +9,6 @@ import os
 import sys
 
 import psutil
-
 import pytest
 
 from autograder import isolate, zygote_mother
