@@ -215,8 +215,10 @@ def test_real_suites_solutions_full_marks_and_stubs_zero(marked_env, hw):
         for _ in range(runs):
             solved = session.grade("solutions", show=False)
             top = sum(t["max_score"] for t in solved["tests"])
-            assert top > 0 and solved["score"] == top, [(t["name"], t["output"]) for t in solved["tests"]
-                                                          if t.get("status") == "failed"]
+            failed = "\n\n".join(f"{t['name']}:\n{t['output']}" for t in solved["tests"]
+                                 if t.get("status") == "failed")       # in full: a list's repr is cut
+            assert top > 0 and solved["score"] == top, f"the solutions lost points ({solved['score']} of {top}):\n" \
+                                                        f"{failed}"
             assert solved["tests"][0]["status"] == "passed", solved["tests"][0]["output"]
             scores.append([(t["name"], t["score"]) for t in solved["tests"]])
         stubs = session.grade("stubs", show=False)
