@@ -5,6 +5,7 @@
     tracker.py    what each rank is blocked in now (for deadlock reports on process backends)
     deadlock.py   wait-for graphs and the deadlock report every backend prints
     kernel_traffic.py  the bytes between rank processes as the kernel counts them (RunResult.wire)
+    namespace_counts.py  the whole network namespace's counters: connections opened, octets sent
     run_meter.py       one launch's traffic: the ranks' processes found from the launcher's connections
     traffic_check.py   the runtime's counters against those bytes (what the grader checks)
     wire_framing.py    what gloo and MPICH add on the wire besides the payload (traffic_check's figures)

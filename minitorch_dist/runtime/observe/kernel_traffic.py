@@ -4,8 +4,9 @@
     ...                                           # the ranks run
     wire = between(before, snapshot(rank_pids))   # [(bytes sent, bytes received)] per rank
 
-This module reads the kernel (sock_diag dumps, its announcements of freed sockets, the namespace's
-octet counts); run_meter.py finds the ranks' processes and measures one launch() with it.
+This module reads the kernel's sock_diag dumps and its announcements of freed sockets
+(namespace_counts.py its whole-namespace counters); run_meter.py finds the ranks' processes and
+measures one launch() with them.
 
 The runtime's counters (`group.counters`) live in the rank processes, so code running there can
 rewrite them. The kernel's own per-socket counts (tcp_info's bytes_sent and bytes_received, read
@@ -22,9 +23,12 @@ connections that the run's end closes before the ranks reply) are gone from the 
 kernel announces each TCP socket it frees, with its final tcp_info, to a sock_diag multicast group
 (SKNLGRP_INET_TCP_DESTROY, what `ss -E` reads): run_meter.RunMeter listens there during the run and adds up
 what those sockets received (`Wire.closed`), with the orphaned sockets (closed by their process,
-not yet freed) of the second dump. That total is not attributed to ranks (a freed socket no longer
-names its process) and, outside a private network namespace, includes other runs' connections:
-traffic_check uses it only as slack on the lower bounds, never as traffic a rank may hide.
+not yet freed) of the second dump. The kernel sends the announcements from a work queue, late on a
+loaded machine: the meter waits until the connections the namespace opened during the run are all in
+the second dump or announced (namespace_counts.py: tcp_opens, connections_since). That total is not
+attributed to ranks (a freed socket no longer names its process) and, outside a private network
+namespace, includes other runs' connections: traffic_check uses it only as slack on the lower
+bounds, never as traffic a rank may hide.
 
 What it sees: TCP over any interface, in the caller's network namespace (the grader's test process
 shares it with the ranks). What it does not: shared memory (MPICH's default between local ranks: a
@@ -175,32 +179,6 @@ def between(before: Snapshot, after: Snapshot, world_size: int) -> list[tuple[in
         out[rank][0] += received(peer)     # what arrived at the other end: a retransmission counts once
         out[rank][1] += received(inode)
     return [(sent, got) for sent, got in out]
-
-
-HEADER_BYTES = 52            # IPv4 + TCP with timestamps: what each segment adds to the namespace's octets
-UNSEEN_ALLOWANCE = 4096      # bytes of connection set-up and tear-down the namespace check lets pass
-
-
-def namespace_octets() -> tuple[int, int]:
-    """(IP octets sent, TCP segments sent) by the whole network namespace, from /proc/net."""
-    values = {}
-    for path in ("/proc/net/netstat", "/proc/net/snmp"):
-        with open(path) as f:
-            lines = f.read().splitlines()
-        for names, numbers in zip(lines[::2], lines[1::2]):
-            prefix = names.split()[0]
-            values.update({prefix + n: int(v) for n, v in zip(names.split()[1:], numbers.split()[1:])})
-    return values["IpExt:OutOctets"], values["Tcp:OutSegs"]
-
-
-def unseen_bytes(before: Snapshot, after: Snapshot, octets_before: tuple, octets_after: tuple) -> int:
-    """Payload that crossed the namespace but no open socket accounts for: connections opened and
-    closed within the run (a side channel). Valid only when the namespace holds this run alone."""
-    old = {s.cookie: s for s in before.sockets.values()}      # by cookie: a socket closed since is under -cookie
-    seen = sum(s.sent - (old[s.cookie].sent if s.cookie in old else 0) for s in after.sockets.values())
-    segments = sum(s.segments - (old[s.cookie].segments if s.cookie in old else 0) for s in after.sockets.values())
-    octets, all_segments = (a - b for a, b in zip(octets_after, octets_before))
-    return octets - seen - HEADER_BYTES * all_segments if all_segments >= segments else octets - seen
 
 
 class DestroyListener:

@@ -49,7 +49,7 @@ plus 640(p-1) + 512 B of framing a call (p times that for reduce_scatter), plus 
 
 from __future__ import annotations
 
-from .kernel_traffic import UNSEEN_ALLOWANCE
+from .namespace_counts import UNSEEN_ALLOWANCE
 from .wire_framing import FRAMING, GLOO, Framing
 
 # What a message and a collective add on the wire beyond the payload, per backend (wire_framing.py: gloo's
