@@ -84,3 +84,24 @@ def test_a_run_waits_for_announcements_that_come_late(monkeypatch):
     assert res.wire.closed >= 100_000 * 2 * 2                 # the two pairs' traffic, on closed connections
     assert disagreements(res.counters, res.wire, traced=True, events=res.events) == []
     assert LateListener.made and all(m.drains > LateListener.LATE and not m.held for m in LateListener.made)
+
+
+class StaleListener(kernel_traffic.DestroyListener):
+    """An earlier run's socket announced as this run's meter starts (freed before the run): 1 GB it
+    received, which is not this run's."""
+
+    def drain(self) -> None:
+        super().drain()
+        if not getattr(self, "told", False):
+            self.told = True
+            self.freed[1 << 60] = kernel_traffic.Sock(("127.0.0.1", 1), ("127.0.0.1", 2), 0, 1 << 30, cookie=1 << 60)
+
+
+def test_sockets_freed_before_the_run_are_not_its_closed_connections(monkeypatch):
+    """What the meter hears before its run starts is left out of `closed` (and of what the wait counts:
+    an earlier run's sockets would stand for this run's still to come)."""
+    monkeypatch.setenv(run_meter.VAR, "1")
+    monkeypatch.setattr(run_meter, "DestroyListener", StaleListener)
+    res = launch(on_subgroups, 2, args=(100_000,), trace=True)
+    assert 100_000 * 2 <= res.wire.closed < 1 << 30
+    assert disagreements(res.counters, res.wire, traced=True, events=res.events) == []

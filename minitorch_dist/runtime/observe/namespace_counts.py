@@ -49,6 +49,15 @@ def connections_since(before: Snapshot, after: Snapshot, freed: dict[int, Sock])
     return len(found)
 
 
+def all_announced(before: Snapshot, after: Snapshot, freed: dict[int, Sock], opened: int) -> bool:
+    """Whether the connections the namespace opened between the two dumps (`opened`) are all accounted
+    for and no socket `after` shows closing (held by no process; its counts may still grow) is
+    still to be announced freed with its final counts."""
+    old = {s.cookie for s in before.sockets.values()}
+    closing = [key for key, s in after.sockets.items() if key < 0 and s.cookie not in old]
+    return connections_since(before, after, freed) >= opened and all(-key in freed for key in closing)
+
+
 def unseen_bytes(before: Snapshot, after: Snapshot, octets_before: tuple, octets_after: tuple) -> int:
     """Payload that crossed the namespace but no open socket accounts for: connections opened and
     closed within the run (a side channel). Valid only when the namespace holds this run alone."""
