@@ -25,10 +25,10 @@ kernel announces each TCP socket it frees, with its final tcp_info, to a sock_di
 what those sockets received (`Wire.closed`), with the orphaned sockets (closed by their process,
 not yet freed) of the second dump. The kernel sends the announcements from a work queue, late on a
 loaded machine: the meter waits until the connections the namespace opened during the run are all in
-the second dump or announced (namespace_counts.py: tcp_opens, connections_since). That total is not
-attributed to ranks (a freed socket no longer names its process) and, outside a private network
-namespace, includes other runs' connections: traffic_check uses it only as slack on the lower
-bounds, never as traffic a rank may hide.
+the second dump or announced (namespace_counts.py: tcp_opens, all_announced), then for a step without
+news. That total is not attributed to ranks (a freed socket no longer names its process) and,
+outside a private network namespace, includes other runs' connections: traffic_check uses it only
+as slack on the lower bounds, never as traffic a rank may hide.
 
 What it sees: TCP over any interface, in the caller's network namespace (the grader's test process
 shares it with the ranks). What it does not: shared memory (MPICH's default between local ranks: a

@@ -153,6 +153,7 @@ class RunMeter:
         if self.freed is not None:      # sockets freed before the run (an earlier run's): not this run's
             self.freed.drain()
             self.freed.freed.clear()
+            self.freed.complete = True  # what overflowed, if anything, was heard before the run
         self.unseen: int | None = None
 
     def _snapshot(self, candidates: list[int]) -> Snapshot:
@@ -190,7 +191,8 @@ class RunMeter:
 
     def _closed(self, after: Snapshot, opened: int | None) -> int | None:
         """Bytes of connections closed during the run (Wire.closed); None when unknown. In a namespace
-        of its own the octet count (wire_unseen) holds them all, announced or not. `opened`: the
+        of its own the octet count (wire_unseen) is a floor, announced or not; it undercounts (seen:
+        277 KB where sub-groups carried 797 KB), so the announcements are waited for. `opened`: the
         connections the namespace opened during the run (None: unknown, then it waits only for a
         step without news)."""
         fallback = max(0, self.unseen) if self.unseen is not None else None
