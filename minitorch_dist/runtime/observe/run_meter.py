@@ -202,8 +202,9 @@ class RunMeter:
         waited, known = 0.0, -1
         while self.freed.complete and waited < _FREED_LIMIT:
             counted = opened is None or all_announced(self.before, after, self.freed.freed, opened)
-            if counted and (len(self.freed.freed) == known or not (self.freed.freed or opened)):
-                break                   # all accounted for, and a step without news (a stale one may count)
+            if counted and (not self.freed.freed or len(self.freed.freed) == known):
+                break                   # all in the dump, or accounted for and a step without news (a
+                                        # stale announcement may count for one still to come)
             known = len(self.freed.freed)
             time.sleep(_FREED_STEP)
             waited += _FREED_STEP
