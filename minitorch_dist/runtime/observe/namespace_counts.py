@@ -44,9 +44,7 @@ def connections_since(before: Snapshot, after: Snapshot, freed: dict[int, Sock])
     """Connection sockets (listeners left out) that `before` did not have and that `after` shows or the
     kernel announced freed (`freed`): what tcp_opens() grew by between the two, once every
     announcement of a socket freed meanwhile has come."""
-    old = {s.cookie for s in before.sockets.values()}
-    found = {s.cookie for s in (*after.sockets.values(), *freed.values()) if s.cookie not in old and s.remote[1]}
-    return len(found)
+    return _found({s.cookie for s in before.sockets.values()}, after, freed)
 
 
 def all_announced(before: Snapshot, after: Snapshot, freed: dict[int, Sock], opened: int) -> bool:
@@ -55,7 +53,11 @@ def all_announced(before: Snapshot, after: Snapshot, freed: dict[int, Sock], ope
     still to be announced freed with its final counts."""
     old = {s.cookie for s in before.sockets.values()}
     closing = [key for key, s in after.sockets.items() if key < 0 and s.cookie not in old]
-    return connections_since(before, after, freed) >= opened and all(-key in freed for key in closing)
+    return _found(old, after, freed) >= opened and all(-key in freed for key in closing)
+
+
+def _found(old: set, after: Snapshot, freed: dict[int, Sock]) -> int:
+    return len({s.cookie for s in (*after.sockets.values(), *freed.values()) if s.cookie not in old and s.remote[1]})
 
 
 def unseen_bytes(before: Snapshot, after: Snapshot, octets_before: tuple, octets_after: tuple) -> int:
