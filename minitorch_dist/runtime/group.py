@@ -50,6 +50,9 @@ class Group(ProvidedCollectives):
         self._site = SendrecvSite(ctx.recorder, self._wait, name)   # for Backend.sendrecv
         self._subgroup_counts: dict[tuple[int, ...], int] = defaultdict(int)
         self._wall_clock = type(backend).now is Backend.now     # no simulated clock: _clock is wall time
+        fast = backend.bind_sendrecv(self)      # sim: a compiled sendrecv for the usual case (sim/express.py)
+        if fast is not None:
+            self.sendrecv = fast
 
     # -- identity ----------------------------------------------------------------------------
     @property

@@ -38,6 +38,7 @@ from ..group import Group, RankContext
 from ..observe.trace import Event, Recorder, merged_events
 from ..results import RunResult
 from . import collectives as sim_collectives
+from . import express as sim_express
 from . import p2p as sim_p2p
 from . import sendrecv as sim_sendrecv
 from .scheduler import Scheduler, SimTracker
@@ -90,6 +91,10 @@ class SimBackend(Backend):
         self.collective_calls = 0
         # Group.sendrecv after its checks, in one call (Backend.sendrecv): a closure per backend
         self.sendrecv = sim_sendrecv.fast_sendrecv(self)
+
+    def bind_sendrecv(self, group: Group):
+        """The compiled Group.sendrecv (express.py), or None where it is not built."""
+        return sim_express.bind(self, group)
 
     def rank_name(self, rank: int) -> str:
         """'rank 1' in the world group, 'rank 1 (world rank 3)' in a sub-group."""

@@ -38,7 +38,11 @@ code itself is ~1.85 us a step; the runtime 3.1-3.4 us a call, of which
   rest is the ranks' working sets (chunk tables, buffers, messages) read back cold, the
   threads' start, and the collector.
 So the 2x target (runtime <= ring code) is not within a Python path that keeps these
-checks. MAX_IN_FLIGHT (p2p.py) sets the hand-offs, but it also sets the order in which
+checks: express.cpp does this express block compiled, bound as the Group's sendrecv, where
+it is built (express.py; 2026-11-28, p = 1024: 6.1-6.4 s of CPU against this path's 10.2 s
+and the floor's 3.7 s, i.e. 1.6-1.7x the floor). This Python block stays the path with the
+trace on, without a build, and for every call the compiled one passes on; the two must
+stay step for step the same (tests/runtime/test_sim_express.py compares them). MAX_IN_FLIGHT (p2p.py) sets the hand-offs, but it also sets the order in which
 ranks book contended ports, so raising it could change simulated times: kept at 64.
 OS threads stay (network.py's module doc says why not greenlets): their switch is only part
 of a hand-off's cost, the cache refill stays either way.
@@ -261,4 +265,7 @@ def fast_sendrecv(backend):
             recorder.event("sendrecv", dst_w, tag, sent + recv_tensor.nbytes, posted, slot.clock, site.name)
         return recv_tensor
 
+    # what the compiled sendrecv (express.py) reads: this table's channels, this raw-copy limit
+    sendrecv.channel = lambda dst, src, tag: channels.get((dst, src, tag)) or open_channel(dst, src, tag)
+    sendrecv.raw_limit = raw_limit
     return sendrecv
