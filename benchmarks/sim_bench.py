@@ -19,6 +19,12 @@ the runtime against the ring code's own per step). Under load the wall ratio swi
 floor's wall time can double while its CPU time stays): read the CPU ratio. With trace on,
 run_sim makes the Event objects when res.events is first read: that read is timed and printed
 apart, and the ratio with it.
+
+With the trace off, Group.sendrecv's usual case runs compiled where it is built
+(minitorch_dist/runtime/sim/express.py; scripts/setup.sh builds it): the first line says which
+path ran. MINITORCH_DIST_SIM_EXPRESS=0 runs the Python path, for comparison. --check's digests
+come from traced runs, whose calls all take the Python path; the compiled path's simulated
+times are compared with it in tests/runtime/test_sim_express.py.
 """
 
 from __future__ import annotations
@@ -35,6 +41,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from minitorch_dist.collectives import ALL_REDUCES  # noqa: E402
 from minitorch_dist.runtime.sim import SimNetwork, run_sim  # noqa: E402
+from minitorch_dist.runtime.sim import express as sim_express  # noqa: E402
 from minitorch_dist.runtime.sim import network as sim_network  # noqa: E402
 from minitorch_dist.runtime.sim.scheduler import Scheduler  # noqa: E402
 
@@ -126,6 +133,9 @@ def main() -> None:
     except Exception as exc:      # noqa: BLE001 - the stubs: say how to run against the reference
         sys.exit(f"sim_bench runs homework 1's all-reduces, which raised {type(getattr(exc, 'cause', None) or exc).__name__} here; run it "
                  f"against the reference: python -m tools.overlay solutions -- python benchmarks/sim_bench.py")
+    module = sim_express.load()
+    print("sendrecv path with the trace off: " + ("compiled (runtime/sim/express.cpp)" if module is not None else
+          f"Python only: the compiled one is {sim_express.why_not}"))
     if opts.check:
         check_sim_times()
     n = 1024

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One-step setup on a fresh machine: a virtual environment in .venv with torch 2.13.0 (CPU),
 # numpy, mpi4py with MPICH from PyPI (mpirun/mpiexec land in .venv/bin), jupyter, nbgrader,
-# pytest, and minitorch_dist in editable mode.
+# pytest, minitorch_dist in editable mode, and the sim's compiled sendrecv where a C++ compiler is.
 #   bash scripts/setup.sh                 # CPU build of torch (laptops, CI, the autograder)
 #   bash scripts/setup.sh --cuda          # torch's CUDA build (cu128) from download.pytorch.org, for GPUs
 #   bash scripts/setup.sh --cuda=cu126    # another CUDA build; MINITORCH_DIST_CUDA=cu126 does the same
@@ -63,4 +63,7 @@ if [ -f "$LOCK" ]; then
   fi
 fi
 .venv/bin/python -m pip install --quiet ${CONSTRAINTS[@]+"${CONSTRAINTS[@]}"} -e ".[dev]"
+# The sim's compiled sendrecv (minitorch_dist/runtime/sim/express.py): ~10 s with a C++ compiler; without one
+# it says so and the sim runs its Python path (the same results, slower). It never fails the setup.
+.venv/bin/python -m minitorch_dist.runtime.sim.express_build || true
 .venv/bin/python -c "import torch, mpi4py, minitorch_dist; print('minitorch_dist ready: torch', torch.__version__, f'(CUDA {torch.version.cuda}, {torch.cuda.device_count()} GPU(s))' if torch.version.cuda else '(CPU build)')"

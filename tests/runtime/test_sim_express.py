@@ -1,10 +1,10 @@
 """The sim's compiled sendrecv (sim/express.cpp) against its Python path: the same results,
 counters, clocks, simulated times and errors, program by program.
 
-Each program runs three ways: compiled (trace off: the compiled object takes the usual
-calls), Python only (MINITORCH_DIST_SIM_EXPRESS=0) and with the trace on (the compiled object
-sends every call to the Python method). Every rank returns what it saw (values, versions,
-clock) at each step, so a difference anywhere shows, not only in the end result.
+Each program runs four ways: compiled and Python only (MINITORCH_DIST_SIM_EXPRESS=0), each with
+the trace off and on (then the events must be the same too). Every rank returns what it saw
+(values, versions, clock) at each step, so a difference anywhere shows, not only in the end
+result.
 """
 
 import shutil
@@ -33,15 +33,20 @@ def compiled():
 
 
 def run_three_ways(monkeypatch, program, p, *, network=None, args=()):
-    """[(values, counters, sim_time)] of the compiled run, the Python run and the traced run."""
-    out = []
-    for env, trace in (("1", False), ("0", False), ("1", True)):
+    """[(values, counters, sim_time)] of the compiled run, the Python run and the compiled traced run,
+    whose events are checked against the Python traced run's."""
+    out, events = [], []
+    for env, trace in (("1", False), ("0", False), ("1", True), ("0", True)):
         monkeypatch.setenv("MINITORCH_DIST_SIM_EXPRESS", env)
         res = run_sim(program, p, args=args, trace=trace, collectives=False, network=network or SimNetwork())
         counts = [{op: (c.calls, c.messages_sent, c.bytes_sent, c.messages_recv, c.bytes_recv)
                    for op, c in sorted(cs.by_op.items())} for cs in res.counters]
         out.append((list(res), counts, res.sim_time))
-    return out
+        if trace:
+            events.append([(e.rank, e.op, e.peer, e.tag, e.nbytes, e.start, e.end, e.group) for e in res.events])
+    assert events[0] == events[1] and len(events[0]) > p
+    assert out[2] == out[3]
+    return out[:3]
 
 
 def uneven_ring(group, n, dtype):
@@ -50,7 +55,7 @@ def uneven_ring(group, n, dtype):
     p, r = group.size, group.rank
     x = (torch.arange(n, dtype=torch.float64) * (r + 1) + r / 7).to(dtype)
     bounds = [(i * n // p, (i + 1) * n // p) for i in range(p)]
-    seen, compiled = [], type(group.sendrecv).__name__ == "Express"
+    seen = []
     for step in range(p - 1):
         s0, s1 = bounds[(r - step) % p]
         d0, d1 = bounds[(r - step - 1) % p]
@@ -63,16 +68,18 @@ def uneven_ring(group, n, dtype):
         d0, d1 = bounds[(r - step) % p]
         group.sendrecv(x[s0:s1], (r + 1) % p, x[d0:d1], (r - 1) % p, 3)
         seen.append((x.tolist(), x._version, group.now()))
-    return seen, compiled
+    return seen
+
+
+def sendrecv_type(group):
+    return type(group.sendrecv).__name__, type(group.subgroup([0, 1]).sendrecv).__name__ if group.rank < 2 else None
 
 
 @pytest.mark.parametrize("p,n,dtype", [(5, 23, torch.float32), (8, 8, torch.float64), (3, 1000, torch.int32),
                                        (6, 17, torch.bfloat16), (4, 9, torch.bool)])
 def test_a_ring_gives_the_same_steps_compiled_and_in_python(monkeypatch, compiled, p, n, dtype):
     fast, python, traced = run_three_ways(monkeypatch, uneven_ring, p, args=(n, dtype))
-    assert all(c for _, c in fast[0]), "the compiled sendrecv was not bound to the groups"
-    assert not any(c for _, c in python[0])
-    assert [s for s, _ in fast[0]] == [s for s, _ in python[0]] == [s for s, _ in traced[0]]
+    assert fast[0] == python[0] == traced[0]
     assert fast[1] == python[1] == traced[1]
     assert fast[2] == python[2] == traced[2] and fast[2] > 0
 
@@ -119,6 +126,13 @@ def mixed(group):
         group.sendrecv(torch.full((1,), float(r)), right, torch.empty(1), left, 1)
     log.append(group.now())
     return log
+
+
+def test_the_compiled_sendrecv_is_bound_unless_switched_off(monkeypatch, compiled):
+    monkeypatch.setenv("MINITORCH_DIST_SIM_EXPRESS", "1")
+    assert list(run_sim(sendrecv_type, 3, collectives=False)) == [("Express", "Express")] * 2 + [("Express", None)]
+    monkeypatch.setenv("MINITORCH_DIST_SIM_EXPRESS", "0")
+    assert list(run_sim(sendrecv_type, 3, collectives=False)) == [("method", "method")] * 2 + [("method", None)]
 
 
 @pytest.mark.parametrize("eager_limit", [None, 100, 0])

@@ -5,7 +5,8 @@
 // floating-point operations, so simulated times are bit for bit the same): the
 // receive takes the eager message waiting at the head of its channel, the send
 // leaves an eager message for its peer, the counters and the rank's clock move.
-// Every other call (tracing on, keywords, anything the Python checks would reject or
+// With the trace on it records the call's event as that block does. Every other call
+// (keywords, anything the Python checks would reject or
 // send elsewhere, no message waiting, a tensor that is not plain) goes, before
 // anything has changed, to the Python method, which does the whole exchange and
 // raises the errors. So this file holds no error message a student sees.
@@ -24,7 +25,7 @@ struct Express {
   vectorcallfunc vectorcall;
   // the Group's Python sendrecv; (dst, src, tag) -> channel tuple (sendrecv.py); the rank's slot
   PyObject *fallback, *channel_of, *slot, *send_port, *send_ends, *yield_turn, *me;
-  PyObject *book_transfer, *book_after, *horizon, *recorder, *array_of;
+  PyObject *book_transfer, *book_after, *horizon, *recorder, *array_of, *name;   // name: the group's
   PyObject *channel, *array;        // the last call's channel; the ctypes array type of array_n bytes
   long long ldst, lsrc, ltag, array_n;
   long long size, rank, max_tag, max_in_flight, raw_limit;
@@ -35,7 +36,8 @@ PyTypeObject* slot_type;            // scheduler.RankSlot: clock and in_flight a
 Py_ssize_t clock_at, in_flight_at;
 PyTypeObject* count_type;           // observe.trace.OpCount: its counts live in its __dict__
 PyObject* names[5];                 // calls, messages_sent, bytes_sent, messages_recv, bytes_recv
-PyObject *s_in_flight, *s_popleft, *s_append, *s_trace, *s_counters, *s_by_op, *s_sendrecv, *s_count, *count_kwnames;
+PyObject *s_in_flight, *s_popleft, *s_append, *s_trace, *s_counters, *s_by_op, *s_sendrecv, *s_count, *s_event;
+PyObject* count_kwnames;
 
 inline PyObject*& member(PyObject* o, Py_ssize_t at) { return *reinterpret_cast<PyObject**>(reinterpret_cast<char*>(o) + at); }
 
@@ -139,7 +141,7 @@ bool book(Express* self, PyObject* channel, double posted, double duration, doub
 
 // the exchange itself, once every check passed: the receive, the send, the counters, the clock
 PyObject* exchange(Express* self, PyObject* channel, PyObject* recv, const at::Tensor& s, const at::Tensor& r,
-                   PyObject* data, double recv_end, PyObject* count) {
+                   PyObject* data, double recv_end, PyObject* count, long long tag, bool tracing) {
   PyObject *slot = self->slot, *src_slot = PyTuple_GET_ITEM(channel, 7);
   Py_ssize_t n = PyBytes_GET_SIZE(data);
   long long sent = static_cast<long long>(s.nbytes());
@@ -202,6 +204,15 @@ PyObject* exchange(Express* self, PyObject* channel, PyObject* recv, const at::T
     if (c == nullptr) return nullptr;
     Py_SETREF(clock, c);
   }
+  if (tracing) {                    // recorder.event("sendrecv", dst, tag, bytes, posted, clock, group name)
+    PyObject* call[8] = {self->recorder, s_sendrecv, PyTuple_GET_ITEM(channel, 1), PyLong_FromLongLong(tag),
+                         PyLong_FromLongLong(sent + n), PyFloat_FromDouble(posted), Py_NewRef(clock), self->name};
+    PyObject* r2 = call[3] && call[4] && call[5]
+        ? PyObject_VectorcallMethod(s_event, call, 8 | PY_VECTORCALL_ARGUMENTS_OFFSET, nullptr) : nullptr;
+    for (int i = 3; i < 7; i++) Py_XDECREF(call[i]);
+    if (r2 == nullptr) return nullptr;
+    Py_DECREF(r2);
+  }
   Py_INCREF(recv);
   return recv;
 }
@@ -224,10 +235,10 @@ PyObject* call(PyObject* callable, PyObject* const* args, size_t nargsf, PyObjec
     int tracing = PyObject_IsTrue(trace);
     Py_DECREF(trace);
     if (tracing < 0) return nullptr;
-    PyObject* counters = tracing ? nullptr : PyObject_GetAttr(self->recorder, s_counters);
+    PyObject* counters = PyObject_GetAttr(self->recorder, s_counters);
     PyObject* by_op = counters ? PyObject_GetAttr(counters, s_by_op) : nullptr;
     Py_XDECREF(counters);
-    if (by_op == nullptr) PyErr_Clear();   // tracing, or counters replaced: the Python path
+    if (by_op == nullptr) PyErr_Clear();   // counters replaced by rank code: the Python path
     PyObject* result = nullptr;
     bool express = false;
     if (by_op != nullptr && PyDict_CheckExact(by_op)) {
@@ -266,7 +277,7 @@ PyObject* call(PyObject* callable, PyObject* const* args, size_t nargsf, PyObjec
           Py_XINCREF(count);
           if (count == nullptr && PyErr_Occurred()) result = nullptr;
           else result = exchange(self, channel, args[2], s, r, data, PyFloat_AS_DOUBLE(PyTuple_GET_ITEM(head, 3)),
-                                 count);
+                                 count, tag, tracing);
           Py_XDECREF(count);
         }
       }
@@ -281,7 +292,7 @@ PyObject* call(PyObject* callable, PyObject* const* args, size_t nargsf, PyObjec
 }
 
 PyObject** fields(Express* e, int* n) {
-  *n = 14;
+  *n = 15;
   return &e->fallback;   // the object fields, in declaration order (fallback .. array)
 }
 
@@ -310,9 +321,9 @@ PyObject* make(PyTypeObject* type, PyObject* args, PyObject* kwds) {
   if (self == nullptr) return nullptr;
   self->vectorcall = call;
   self->array_n = -1;
-  PyObject* o[12];
-  if (!PyArg_ParseTuple(args, "OOOOOOOOOOOOLLLLLdd", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6], &o[7], &o[8],
-                        &o[9], &o[10], &o[11], &self->size, &self->rank, &self->max_tag, &self->max_in_flight,
+  PyObject* o[13];
+  if (!PyArg_ParseTuple(args, "OOOOOOOOOOOOOLLLLLdd", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6], &o[7], &o[8],
+                        &o[9], &o[10], &o[11], &o[12], &self->size, &self->rank, &self->max_tag, &self->max_in_flight,
                         &self->raw_limit, &self->alpha, &self->beta) ||
       !PyList_CheckExact(o[4]) || slot_type == nullptr || Py_TYPE(o[2]) != slot_type) {
     if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "Express: call setup() first; slot a RankSlot, send_ends a list");
@@ -321,7 +332,7 @@ PyObject* make(PyTypeObject* type, PyObject* args, PyObject* kwds) {
   }
   int n;
   PyObject** f = fields(self, &n);
-  for (int i = 0; i < 12; i++) f[i] = Py_NewRef(o[i]);
+  for (int i = 0; i < 13; i++) f[i] = Py_NewRef(o[i]);
   return reinterpret_cast<PyObject*>(self);
 }
 
@@ -373,6 +384,7 @@ PyMODINIT_FUNC PyInit__express(void) {
   s_by_op = PyUnicode_InternFromString("by_op");
   s_sendrecv = PyUnicode_InternFromString("sendrecv");
   s_count = PyUnicode_InternFromString("count");
+  s_event = PyUnicode_InternFromString("event");
   count_kwnames = Py_BuildValue("(ssss)", "sent", "recv", "bytes_sent", "bytes_recv");
   PyObject* m = PyModule_Create(&module);
   if (m == nullptr || PyModule_AddObjectRef(m, "Express", reinterpret_cast<PyObject*>(&ExpressType)) < 0) {

@@ -105,5 +105,5 @@ def bind(backend, group):
     port = sched.send_ports[backend.me]
     return module.Express(Group.sendrecv.__get__(group), fast.channel, backend.slot, port, port.ends,
                           sched.yield_turn, backend.me, book_transfer, book_after, sched.horizon,
-                          group._site.recorder, array_of, backend.size, backend.rank, MAX_TAG, MAX_IN_FLIGHT,
+                          group._site.recorder, array_of, group._site.name, backend.size, backend.rank, MAX_TAG, MAX_IN_FLIGHT,
                           fast.raw_limit, sched.alpha, sched.beta)
