@@ -24,7 +24,10 @@ The zip is checked for solution text (tools.release's leak scan) before it is wr
 setup.sh makes /autograder/source/.venv with the lock's Python (python3.11; apt-get installs it and
 its venv module when the image lacks them, and setup.sh stops with what to do when it cannot),
 installs requirements.txt into it with --no-deps (nothing is resolved on Gradescope) and checks that
-every installed version is the lock's. AUTOGRADER_ROOT (default /autograder) moves the
+every installed version is the lock's, then builds the sim's compiled sendrecv
+(minitorch_dist/runtime/sim/express.py; apt-get installs g++ and Python's headers when the build
+lacks them; without them the sim grades on its Python path, to the same points, slower).
+AUTOGRADER_ROOT (default /autograder) moves the
 whole layout, which is how tests run it in a temporary folder.
 
 AUTOGRADER_ARGS, for instructors and the kit's tests only (Gradescope sets neither variable, and a

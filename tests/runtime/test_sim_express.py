@@ -182,3 +182,43 @@ def test_a_subclass_of_group_keeps_its_own_sendrecv(compiled):
     sched = Scheduler(2, SimNetwork())
     backend = SimBackend(sched, 0, (0, 1), "world")
     assert express.bind(backend, Mine.__new__(Mine)) is None
+
+
+def odd_arguments(group):
+    """Arguments the compiled object must hand to the Python method, which raises its own errors."""
+    seen = []
+    for args in [(torch.ones(2), 2 ** 70, torch.empty(2), 0), (torch.ones(2), 1.0, torch.empty(2), 0),
+                 ("x", 1, torch.empty(2), 1), (torch.ones(2), 1 - group.rank, torch.empty(2), 1 - group.rank, -1)]:
+        try:
+            group.sendrecv(*args)
+            seen.append("ok")
+        except (TypeError, ValueError) as exc:
+            seen.append(f"{type(exc).__name__}: {exc}")
+    return seen
+
+
+def test_odd_arguments_get_the_python_methods_errors(monkeypatch, compiled):
+    got = []
+    for env in ("1", "0"):
+        monkeypatch.setenv("MINITORCH_DIST_SIM_EXPRESS", env)
+        got.append(list(run_sim(odd_arguments, 2, trace=False, collectives=False)))
+    assert got[0] == got[1] and all(s != "ok" for s in got[0][0]), got
+
+
+def test_without_a_build_the_sim_runs_its_python_path(monkeypatch, tmp_path):
+    monkeypatch.setenv("MINITORCH_DIST_EXT_DIR", str(tmp_path))       # an empty folder: no build there
+    monkeypatch.setattr(express, "_loaded", [])
+    assert express.load() is None and "not built" in express.why_not
+    assert list(run_sim(sendrecv_type, 2, collectives=False)) == [("method", "method")] * 2
+    assert list(run_sim(uneven_ring, 3, args=(7, torch.float32), trace=False, collectives=False))
+
+
+def test_a_build_without_a_working_compiler_says_so_and_builds_nothing(monkeypatch, tmp_path):
+    monkeypatch.setenv("MINITORCH_DIST_EXT_DIR", str(tmp_path))
+    monkeypatch.setenv("CXX", "false")                                # a compiler that always fails
+    path, said = build()
+    assert path is None and "failed" in said
+    monkeypatch.setenv("CXX", str(tmp_path / "no-such-compiler"))
+    path, said = build()
+    assert path is None and "no C++ compiler" in said, said
+    assert not any(p.suffix in (".so", ".pyd") for p in tmp_path.rglob("*"))

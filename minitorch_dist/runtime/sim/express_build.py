@@ -31,9 +31,10 @@ def build() -> tuple[str | None, str]:
             return path, f"already built: {path}"
     if sys.platform == "win32":
         return None, "not built: the compiled sendrecv is built on Linux and macOS only"
-    compiler = os.environ.get("CXX") or shutil.which("c++") or shutil.which("g++") or shutil.which("clang++")
+    named = os.environ.get("CXX")
+    compiler = shutil.which(named) if named else shutil.which("c++") or shutil.which("g++") or shutil.which("clang++")
     if not compiler:
-        return None, "not built: no C++ compiler (c++, g++ or clang++; or set CXX)"
+        return None, f"not built: no C++ compiler ({f'CXX={named} is not a program' if named else 'c++, g++ or clang++'})"
     from torch.utils import cpp_extension
     flags = ["-O2", "-shared", "-fPIC", "-std=c++20", "-w",
              f"-D_GLIBCXX_USE_CXX11_ABI={int(torch._C._GLIBCXX_USE_CXX11_ABI)}",
