@@ -222,3 +222,33 @@ def test_a_build_without_a_working_compiler_says_so_and_builds_nothing(monkeypat
     path, said = build()
     assert path is None and "no C++ compiler" in said, said
     assert not any(p.suffix in (".so", ".pyd") for p in tmp_path.rglob("*"))
+
+
+def odd_tensor(group, kind, side):
+    """A sparse or nested tensor where sendrecv expects a plain one, with the peer's message already
+    waiting (so the compiled object inspects it: its getters would throw for these)."""
+    odd = torch.zeros(2).to_sparse() if kind == "sparse" else torch.nested.nested_tensor([torch.zeros(2)])
+    if group.rank == 1:
+        group.send(torch.ones(2), 0)                        # waits in rank 0's inbox
+        group.send(torch.ones(1), 0, tag=5)                 # wakes rank 0
+        group.recv(torch.empty(2), 0)
+        return "ok"
+    group.recv(torch.empty(1), 1, tag=5)
+    if side == "recv":
+        group.sendrecv(torch.ones(2), 1, odd, 1)
+    else:
+        group.sendrecv(odd, 1, torch.empty(2), 1)
+    return "ok"
+
+
+@pytest.mark.parametrize("kind", ["sparse", "nested"])
+@pytest.mark.parametrize("side", ["recv", "send"])
+def test_sparse_and_nested_tensors_get_the_python_paths_answer(monkeypatch, compiled, kind, side):
+    outcomes = []
+    for env in ("1", "0"):
+        monkeypatch.setenv("MINITORCH_DIST_SIM_EXPRESS", env)
+        try:
+            outcomes.append(list(run_sim(odd_tensor, 2, args=(kind, side), trace=False, collectives=False)))
+        except RankError as exc:
+            outcomes.append(str(exc).split("--- traceback")[0])
+    assert outcomes[0] == outcomes[1]

@@ -17,6 +17,7 @@
 #include <torch/csrc/autograd/python_variable.h>
 
 #include <cstring>
+#include <exception>
 
 namespace {
 
@@ -217,6 +218,24 @@ PyObject* exchange(Express* self, PyObject* channel, PyObject* recv, const at::T
   return recv;
 }
 
+// sendrecv.py's express test: both tensors plain (CPU, dense, not nested, contiguous, no negation bit, a raw
+// dtype, not inference) and the waiting message's dtype and shape the receive buffer's. Layout and device
+// first: the other getters throw for sparse or nested tensors (then the Python path answers).
+bool plain_pair(Express* self, const at::Tensor& s, const at::Tensor& r, PyObject* head) {
+  try {
+    if (!s.defined() || !r.defined() || !s.is_cpu() || !r.is_cpu() || s.layout() != at::kStrided ||
+        r.layout() != at::kStrided || s.is_nested() || r.is_nested() || r.is_inference())
+      return false;
+    long long sent = static_cast<long long>(s.nbytes());
+    return reinterpret_cast<PyObject*>(torch::getTHPDtype(r.scalar_type())) == PyTuple_GET_ITEM(head, 1) &&
+           shape_is(PyTuple_GET_ITEM(head, 2), r.sizes()) && r.is_contiguous() && s.is_contiguous() &&
+           !r.is_neg() && !s.is_neg() && sent > 0 && sent <= self->raw_limit && raw_dtype(s.scalar_type()) &&
+           static_cast<long long>(r.nbytes()) == PyBytes_GET_SIZE(PyTuple_GET_ITEM(head, 0));
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
 PyObject* call(PyObject* callable, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
   Express* self = reinterpret_cast<Express*>(callable);
   Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
@@ -263,21 +282,21 @@ PyObject* call(PyObject* callable, PyObject* const* args, size_t nargsf, PyObjec
           Py_TYPE(PyTuple_GET_ITEM(channel, 7)) == slot_type && PyFloat_CheckExact(member(self->slot, clock_at))) {
         const at::Tensor& s = THPVariable_Unpack(args[0]);
         const at::Tensor& r = THPVariable_Unpack(args[2]);
-        long long sent = static_cast<long long>(s.nbytes());
         PyObject* data = PyTuple_GET_ITEM(head, 0);
-        // sendrecv.py's express test (an inference tensor: its general path's copy_)
-        express = s.defined() && r.defined() && !r.is_inference() &&
-                  reinterpret_cast<PyObject*>(torch::getTHPDtype(r.scalar_type())) == PyTuple_GET_ITEM(head, 1) &&
-                  shape_is(PyTuple_GET_ITEM(head, 2), r.sizes()) && r.is_contiguous() && s.is_contiguous() &&
-                  r.is_cpu() && s.is_cpu() && r.layout() == at::kStrided && s.layout() == at::kStrided &&
-                  !r.is_neg() && !s.is_neg() && sent > 0 && sent <= self->raw_limit && raw_dtype(s.scalar_type()) &&
-                  static_cast<long long>(r.nbytes()) == PyBytes_GET_SIZE(data);
+        express = plain_pair(self, s, r, head);
         if (express) {
           PyObject* count = PyDict_GetItemWithError(by_op, s_sendrecv);   // borrowed; by_op holds it
           Py_XINCREF(count);
           if (count == nullptr && PyErr_Occurred()) result = nullptr;
-          else result = exchange(self, channel, args[2], s, r, data, PyFloat_AS_DOUBLE(PyTuple_GET_ITEM(head, 3)),
-                                 count, tag, tracing);
+          else {
+            try {
+              result = exchange(self, channel, args[2], s, r, data, PyFloat_AS_DOUBLE(PyTuple_GET_ITEM(head, 3)),
+                                count, tag, tracing);
+            } catch (const std::exception& exc) {   // not expected of plain tensors; never through C
+              PyErr_SetString(PyExc_RuntimeError, exc.what());
+              result = nullptr;
+            }
+          }
           Py_XDECREF(count);
         }
       }
