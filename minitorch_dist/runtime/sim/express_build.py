@@ -1,6 +1,6 @@
 """Build the sim's compiled sendrecv (express.cpp; express.py loads it): scripts/setup.sh runs this.
 
-    python -m minitorch_dist.runtime.sim.express_build
+    .venv/bin/python -m minitorch_dist.runtime.sim.express_build
 
 Compiles with the machine's C++ compiler (CXX, else c++, g++ or clang++) against the
 installed torch's headers and libraries (their paths from torch.utils.cpp_extension), about
@@ -42,7 +42,7 @@ def build() -> tuple[str | None, str]:
     libs = [f"-L{p}" for p in cpp_extension.library_paths()] + [
         f"-Wl,-rpath,{p}" for p in cpp_extension.library_paths()] + ["-ltorch_python", "-lc10"]
     if sys.platform == "darwin":
-        libs.append("-undefined dynamic_lookup")
+        libs += ["-undefined", "dynamic_lookup"]      # Python's symbols come from the interpreter
     errors = []
     for folder in folders():
         try:
@@ -53,7 +53,7 @@ def build() -> tuple[str | None, str]:
             errors.append(f"{folder}: {exc}")
             continue
         path = os.path.join(folder, k, "_express" + SUFFIX)
-        done = subprocess.run([compiler, *flags, SOURCE, "-o", tmp, *" ".join(libs).split()],
+        done = subprocess.run([compiler, *flags, SOURCE, "-o", tmp, *libs],
                               capture_output=True, text=True)
         if done.returncode != 0:
             os.unlink(tmp)
