@@ -34,14 +34,27 @@ def eval_losses(out: str) -> tuple[float, float]:
 def test_bench_ddp_on_the_reference_prints_every_version_against_torch_ddp(reference):
     code, out = run_in(reference, sys.executable, BENCH, *TINY_BENCH, timeout=120)
     assert code == 0, out[-3000:]
-    for label in ("local (no comm)", "AllReduceDDP 2.2", "OverlapDDP 2.3", "BucketedDDP 2.4", "torch DDP"):
+    for label in ("local (no comm)", "AllReduceDDP 2.2", "OverlapDDP 2.3", "BucketedDDP 2.4", "2.4, DDP's buckets",
+                  "torch DDP"):
         row = re.search(rf"^\s*{re.escape(label)}\s+([0-9.]+)\s+([0-9.]+)\s+([0-9.]+)\s*$", out, re.M)
         assert row, f"no timing row for {label!r}:\n{out[-3000:]}"
         assert float(row.group(1)) > 0 and float(row.group(3)) > 0
     assert re.search(r"torch DDP\s+[0-9.]+\s+[0-9.]+\s+1\.00\s*$", out, re.M), "torch DDP's own ratio is 1.00"
-    assert out.count(": ok") == 3 and "NOT OK" not in out, f"parameters must end equal to torch DDP's:\n{out}"
+    assert out.count(": ok") == 4 and "NOT OK" not in out, f"parameters must end equal to torch DDP's:\n{out}"
     assert re.search(r"BucketedDDP vs torch DDP at its best, gradient_as_bucket_view=True \(target <= 1\.00x on gloo\): "
                      r"p=2: [0-9.]+x -> (met|NOT met)", out), out[-3000:]
+    assert re.search(r"The same BucketedDDP on the buckets torch DDP makes \(torch_rule_buckets\): p=2: [0-9.]+x", out)
+
+
+def test_torch_rule_buckets_close_at_the_size_with_a_small_first_bucket():
+    """The rule torch DDP buckets by, on the bench's MLP: 3 buckets where plan_buckets makes 5."""
+    from assignments.hw2.bench_ddp import torch_rule_buckets
+    from minitorch_dist.data_parallel import plan_buckets
+    from minitorch_dist.models import MLP
+    params = list(MLP(256, 1024, 16, 3, seed=0).parameters())
+    assert torch_rule_buckets(params, 2 << 20) == [[7, 6, 5, 4], [3, 2], [1, 0]]
+    assert plan_buckets(params, 2 << 20) == [[7, 6, 5], [4], [3], [2], [1, 0]]
+    assert torch_rule_buckets(params, 64 << 20) == [[7, 6, 5, 4], [3, 2, 1, 0]]    # the first closes at 1 MB
 
 
 @pytest.mark.slow
