@@ -29,8 +29,8 @@ float32 rounding). A version that raises NotImplementedError is reported and ski
 
 One more row, "2.4, DDP's buckets", runs the same BucketedDDP on the buckets torch DDP would make
 (torch_rule_buckets: a bucket closes once it reaches the size, the first at 1 MB): the two rules
-differ, and the difference between the rows is what the rule costs (measured 2026-11-28 at p = 4:
-BucketedDDP 1.2x torch DDP on plan_buckets' 5 buckets, about 1.0x on torch's 3).
+differ, and the difference between the rows is what the rule costs (measured 2026-11-28 at p = 2
+and 4: the reference 1.11-1.13x torch DDP on plan_buckets' 5 buckets, 0.89-0.98x on torch's 3).
 """
 
 from __future__ import annotations
@@ -55,6 +55,8 @@ from minitorch_dist.runtime.torch_group import torch_default_group
 VERSIONS = ["local", "allreduce", "overlap", "bucketed", "bucketed_torch_rule", "torch_ddp"]
 LABELS = {"local": "local (no comm)", "allreduce": "AllReduceDDP 2.2", "overlap": "OverlapDDP 2.3",
           "bucketed": "BucketedDDP 2.4", "bucketed_torch_rule": "2.4, DDP's buckets", "torch_ddp": "torch DDP"}
+TARGET = 1.0           # issue 27: BucketedDDP / torch DDP at its best (gradient_as_bucket_view=True), gloo
+TOLERANCE = 1e-4       # max |param - torch DDP's| after the run (float32, different summation order)
 FIRST_BUCKET_BYTES = 1 << 20   # torch DDP's first bucket (torch.distributed's _DEFAULT_FIRST_BUCKET_BYTES)
 
 
@@ -76,8 +78,6 @@ def torch_rule_buckets(params, bucket_bytes: int) -> list[list[int]]:
         buckets[-1].append(i)
         size += p.numel() * p.element_size()
     return buckets
-TARGET = 1.0           # issue 27: BucketedDDP / torch DDP at its best (gradient_as_bucket_view=True), gloo
-TOLERANCE = 1e-4       # max |param - torch DDP's| after the run (float32, different summation order)
 
 
 def build(version: str, group, cfg: dict):
@@ -162,8 +162,9 @@ def summarize(per_rank: list[dict]) -> dict:
     return rows
 
 
-def print_table(rows: dict, result, cfg: dict, n_params: int) -> float | None:
-    """Print one world size's table and check; return BucketedDDP's paired ratio to torch DDP (or None)."""
+def print_table(rows: dict, result, cfg: dict, n_params: int) -> dict[str, float]:
+    """Print one world size's table and check; return the paired ratios to torch DDP of BucketedDDP on its own
+    buckets and on torch's (the ones measured)."""
     p, rank0 = len(result), result[0]
     print(f"\n{result.backend}, {p} ranks: MLP {cfg['d_in']}-{cfg['d_hidden']}x{cfg['depth']}-{cfg['d_out']} "
           f"({n_params / 1e6:.2f} M params, {n_params * 4 / 2**20:.1f} MB fp32), global batch {cfg['batch']}, "
