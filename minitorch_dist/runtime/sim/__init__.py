@@ -6,7 +6,7 @@
     scheduler.py    one baton, a clock per rank, instant deadlock detection
     p2p.py          point-to-point matching and timing; ports.py: the ports' timetables;
                     payloads.py: payload copies; sendrecv.py: a ring step in one call
-    express.py      that ring step compiled (express.cpp), bound as a Group's sendrecv where built;
+    express.py      that ring step compiled (express.cpp, express_steps.h), bound as a Group's sendrecv;
                     express_build.py: the build (scripts/setup.sh runs it)
     collectives.py  the provided collectives, computed at once and timed by the cost model
     processes.py    gradings: each rank a process, the scheduler and clocks in an engine process out of

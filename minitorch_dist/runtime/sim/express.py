@@ -14,9 +14,9 @@ so results, counters, errors and simulated times are the same either way
 (tests/runtime/test_sim_express.py runs programs both ways and compares).
 
 Nothing is compiled at import or in a run: without a build (no compiler, Windows, a changed
-express.cpp not rebuilt) the sim runs the Python path. A build is kept under
+source not rebuilt) the sim runs the Python path. A build is kept under
 <sys.prefix>/share/minitorch_dist/sim_express/<key>/ (the virtual environment; else
-~/.cache/minitorch_dist/sim_express), where key hashes express.cpp, torch's version and
+~/.cache/minitorch_dist/sim_express), where key hashes the two sources, torch's version and
 Python's ABI: a copy of the kit with the same source (a grading's) finds it.
 """
 
@@ -38,17 +38,20 @@ from .p2p import MAX_IN_FLIGHT
 from .payloads import array_of
 from .ports import book_after, book_transfer
 
-SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "express.cpp")
+SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "express.cpp")    # includes express_steps.h
+SOURCES = (SOURCE, os.path.join(os.path.dirname(SOURCE), "express_steps.h"))
 SUFFIX = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
 _loaded: list = []          # [module or None], once per process
 why_not = ""                # why load() found no build ("" when it did)
 
 
 def key() -> str:
-    """What a build is valid for: this express.cpp, this torch, this Python ABI and machine."""
-    with open(SOURCE, "rb") as f:
-        text = f.read()
-    return hashlib.sha256(b"\0".join([text, torch.__version__.encode(), SUFFIX.encode(),
+    """What a build is valid for: these sources, this torch, this Python ABI and machine."""
+    texts = []
+    for path in SOURCES:
+        with open(path, "rb") as f:
+            texts.append(f.read())
+    return hashlib.sha256(b"\0".join([*texts, torch.__version__.encode(), SUFFIX.encode(),
                                       platform.machine().encode()])).hexdigest()[:16]
 
 
@@ -76,10 +79,10 @@ def load():
         return _loaded[0]
     module, k = None, KEY
     if k is None:
-        why_not = f"{SOURCE} could not be read when this module was imported"
+        why_not = f"{' or '.join(SOURCES)} could not be read when this module was imported"
         _loaded.append(None)
         return None
-    why_not = f"not built for this express.cpp and torch (.venv/bin/python -m minitorch_dist.runtime.sim.express_build builds it)"
+    why_not = f"not built for these sources and this torch (.venv/bin/python -m minitorch_dist.runtime.sim.express_build builds it)"
     for folder in folders():
         path = os.path.join(folder, k, "_express" + SUFFIX)
         if os.path.exists(path):
