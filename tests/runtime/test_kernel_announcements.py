@@ -19,7 +19,7 @@ pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux") or not kern
 
 def test_every_connection_opened_is_dumped_or_announced_freed():
     """The identity the meter waits on: tcp_opens() grows by two for a connection (one end each way),
-    and once both ends are freed, their announcements account for them (connections_since). Other
+    and once both ends are freed, their announcements account for them (all_announced). Other
     processes of this namespace may open connections meanwhile: they count on both sides."""
     listener = kernel_traffic.DestroyListener()
     try:
@@ -39,11 +39,11 @@ def test_every_connection_opened_is_dumped_or_announced_freed():
         after = kernel_traffic.Snapshot(kernel_traffic.tcp_sockets(), {})
         assert opened >= 2
         waited = 0.0
-        while namespace_counts.connections_since(before, after, listener.freed) < opened and waited < 5:
+        while not namespace_counts.all_announced(before, after, listener.freed, opened) and waited < 5:
             time.sleep(0.01)
             waited += 0.01
             listener.drain()
-        assert namespace_counts.connections_since(before, after, listener.freed) >= opened, waited
+        assert namespace_counts.all_announced(before, after, listener.freed, opened), waited
         ours = [s for s in (*listener.freed.values(), *after.sockets.values()) if s.local[1] in ports]
         assert sum(s.received for s in ours) >= 5000          # the client's bytes, at the server's end
     finally:

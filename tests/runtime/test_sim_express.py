@@ -32,7 +32,7 @@ def compiled():
     return module
 
 
-def run_three_ways(monkeypatch, program, p, *, network=None, args=()):
+def run_each_way(monkeypatch, program, p, *, network=None, args=()):
     """[(values, counters, sim_time)] of the compiled run, the Python run and the compiled traced run,
     whose events are checked against the Python traced run's."""
     out, events = [], []
@@ -78,7 +78,7 @@ def sendrecv_type(group):
 @pytest.mark.parametrize("p,n,dtype", [(5, 23, torch.float32), (8, 8, torch.float64), (3, 1000, torch.int32),
                                        (6, 17, torch.bfloat16), (4, 9, torch.bool)])
 def test_a_ring_gives_the_same_steps_compiled_and_in_python(monkeypatch, compiled, p, n, dtype):
-    fast, python, traced = run_three_ways(monkeypatch, uneven_ring, p, args=(n, dtype))
+    fast, python, traced = run_each_way(monkeypatch, uneven_ring, p, args=(n, dtype))
     assert fast[0] == python[0] == traced[0]
     assert fast[1] == python[1] == traced[1]
     assert fast[2] == python[2] == traced[2] and fast[2] > 0
@@ -138,7 +138,7 @@ def test_the_compiled_sendrecv_is_bound_unless_switched_off(monkeypatch, compile
 @pytest.mark.parametrize("eager_limit", [None, 100, 0])
 def test_mixed_calls_give_the_same_results_compiled_and_in_python(monkeypatch, compiled, eager_limit):
     net = SimNetwork(alpha=2e-6, beta=3e-9, eager_limit=eager_limit)
-    fast, python, traced = run_three_ways(monkeypatch, mixed, 6, network=net)
+    fast, python, traced = run_each_way(monkeypatch, mixed, 6, network=net)
     assert fast == python == traced
 
 

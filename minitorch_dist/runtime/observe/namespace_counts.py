@@ -40,13 +40,6 @@ def tcp_opens() -> int:
     return values["Tcp:ActiveOpens"] + values["Tcp:PassiveOpens"]
 
 
-def connections_since(before: Snapshot, after: Snapshot, freed: dict[int, Sock]) -> int:
-    """Connection sockets (listeners left out) that `before` did not have and that `after` shows or the
-    kernel announced freed (`freed`): what tcp_opens() grew by between the two, once every
-    announcement of a socket freed meanwhile has come."""
-    return _found({s.cookie for s in before.sockets.values()}, after, freed)
-
-
 def all_announced(before: Snapshot, after: Snapshot, freed: dict[int, Sock], opened: int) -> bool:
     """Whether the connections the namespace opened between the two dumps (`opened`) are all accounted
     for and no socket `after` shows closing (held by no process; its counts may still grow) is
@@ -57,6 +50,8 @@ def all_announced(before: Snapshot, after: Snapshot, freed: dict[int, Sock], ope
 
 
 def _found(old: set, after: Snapshot, freed: dict[int, Sock]) -> int:
+    """Connection sockets (listeners left out) not in `old` that `after` shows or the kernel announced
+    freed: what tcp_opens() grew by since `old`'s dump, once every announcement has come."""
     return len({s.cookie for s in (*after.sockets.values(), *freed.values()) if s.cookie not in old and s.remote[1]})
 
 

@@ -69,6 +69,11 @@ def folders() -> list[str]:
             os.path.join(os.path.expanduser("~"), ".cache", "minitorch_dist", "sim_express")]
 
 
+def build_path(folder: str, k: str) -> str:
+    """Where the build for key `k` lies in `folder`."""
+    return os.path.join(folder, k, "_express" + SUFFIX)
+
+
 def load():
     """The compiled module, set up; None when switched off or not built (why_not says which)."""
     global why_not
@@ -84,7 +89,7 @@ def load():
         return None
     why_not = f"not built for these sources and this torch (.venv/bin/python -m minitorch_dist.runtime.sim.express_build builds it)"
     for folder in folders():
-        path = os.path.join(folder, k, "_express" + SUFFIX)
+        path = build_path(folder, k)
         if os.path.exists(path):
             try:
                 loader = importlib.machinery.ExtensionFileLoader("minitorch_dist.runtime.sim._express", path)

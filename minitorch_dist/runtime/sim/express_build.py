@@ -19,14 +19,14 @@ import tempfile
 
 import torch
 
-from .express import SOURCE, SUFFIX, folders, key
+from .express import SOURCE, SUFFIX, build_path, folders, key
 
 
 def build() -> tuple[str | None, str]:
     """Compile express.cpp into the first writable folder: (path of the build or None, what happened)."""
     k = key()
     for folder in folders():
-        path = os.path.join(folder, k, "_express" + SUFFIX)
+        path = build_path(folder, k)
         if os.path.exists(path):
             return path, f"already built: {path}"
     if sys.platform == "win32":
@@ -52,7 +52,7 @@ def build() -> tuple[str | None, str]:
         except OSError as exc:
             errors.append(f"{folder}: {exc}")
             continue
-        path = os.path.join(folder, k, "_express" + SUFFIX)
+        path = build_path(folder, k)
         done = subprocess.run([compiler, *flags, SOURCE, "-o", tmp, *libs],
                               capture_output=True, text=True)
         if done.returncode != 0:

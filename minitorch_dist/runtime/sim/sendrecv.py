@@ -84,11 +84,15 @@ def fast_sendrecv(backend):
     send_ends, recv_ports = send_port.ends, sched.recv_ports   # lists: changed in place only
     yield_turn, horizon = sched.yield_turn, sched.horizon
     raw_limit = MAX_RAW if limit is None else min(limit, MAX_RAW)   # eager and raw-copied
-    channels: dict = {}     # (dst, src, tag) -> what a call on that channel pair reads (open_channel)
+    channels: dict = {}     # (dst, src, tag) -> what a call on that channel pair reads (channel_of)
 
-    def open_channel(dst: int, src: int, tag: int) -> tuple:
+    def channel_of(dst: int, src: int, tag: int) -> tuple:
         """(src_w, dst_w, inbox, outbox, their posted receives, dst's receive port, its ends, src's
-        slot): the queues are the scheduler's own deques, kept once made (p2p.py never drops them)."""
+        slot), made at first use: the queues are the scheduler's own deques, kept once made (p2p.py
+        never drops them). The compiled sendrecv (express.py) looks its channels up here too."""
+        channel = channels.get((dst, src, tag))
+        if channel is not None:
+            return channel
         src_w, dst_w = ranks[src], ranks[dst]
         inbox = pending.setdefault((gkey, src_w, me, tag), deque())
         outbox = pending.setdefault((gkey, me, dst_w, tag), deque())
@@ -109,7 +113,7 @@ def fast_sendrecv(backend):
         nonlocal last, sizes
         ldst, lsrc, ltag, channel = last
         if dst != ldst or src != lsrc or tag != ltag:
-            channel = channels.get((dst, src, tag)) or open_channel(dst, src, tag)
+            channel = channel_of(dst, src, tag)
             last = (dst, src, tag, channel)
         inbox = channel[2]
         if inbox:
@@ -266,6 +270,6 @@ def fast_sendrecv(backend):
         return recv_tensor
 
     # what the compiled sendrecv (express.py) reads: this table's channels, this raw-copy limit
-    sendrecv.channel = lambda dst, src, tag: channels.get((dst, src, tag)) or open_channel(dst, src, tag)
+    sendrecv.channel = channel_of
     sendrecv.raw_limit = raw_limit
     return sendrecv
