@@ -72,6 +72,10 @@ def exercise(group, p2p_dtypes=P2P_DTYPES, reduce_dtypes=REDUCE_DTYPES) -> dict:
         res["empty"] = tuple(group.all_reduce(torch.empty(0, dtype=dtype)).shape)
         res["all_gather"] = group.all_gather(_fill((2,), r, dtype)).tolist()
         res["reduce_scatter"] = group.reduce_scatter(_fill((2 * p, 3), r, dtype)).tolist()
+        rows = torch.arange(2 * p)               # row i is i + r here: a wrong row or op shows
+        res["reduce_scatter_ops"] = {op: group.reduce_scatter((rows + r).to(dtype), op).tolist()
+                                     for op in ("sum", "max", "min")}
+        res["reduce_scatter_ops"]["prod"] = group.reduce_scatter((1 + (rows == 2 * r)).to(dtype), "prod").tolist()
         res["broadcast"] = group.broadcast(_fill((3,), r, dtype), src=p - 1).tolist()
         out["reduce"][name] = res
     out["all_gather_scalar"] = group.all_gather(torch.tensor(float(r))).tolist()
@@ -136,6 +140,10 @@ def check_exercise(results: list[dict], p2p_dtypes=P2P_DTYPES, reduce_dtypes=RED
             assert got["empty"] == (0,)
             assert got["all_gather"] == [q for q in range(p) for _ in range(2)]
             assert got["reduce_scatter"] == [[p * (p - 1) // 2] * 3] * 2
+            mine = [2 * r, 2 * r + 1]
+            assert got["reduce_scatter_ops"] == {"sum": [p * i + p * (p - 1) // 2 for i in mine],
+                                                 "max": [i + p - 1 for i in mine], "min": mine,
+                                                 "prod": [2, 1]}, (r, name, got["reduce_scatter_ops"])
             assert got["broadcast"] == [p - 1] * 3
         assert res["all_gather_scalar"] == [float(q) for q in range(p)]
         s, mean = float(p * (p - 1) // 2), (p - 1) / 2
