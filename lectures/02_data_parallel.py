@@ -226,7 +226,8 @@ assert STEP_TIMES["parameter server"][-1] > 3 * STEP_TIMES["bucketed"][-1]
 # all-reduce per parameter from a gradient hook (`register_post_accumulate_grad_hook`) and waits on them
 # all in `finish_gradient_synchronization()`; `BucketedDDP` (task 2.4) packs gradients into buckets of a
 # given size and starts a bucket's all-reduce when its last gradient arrives. `plan_buckets` shows the
-# plan: buckets fill in reverse registration order, the order backward produces the gradients.
+# plan: buckets fill in reverse registration order, the order backward produces the gradients, and a
+# bucket closes once it holds at least the size (torch DDP's rule, so its last parameter may take it past).
 
 # %%
 DEEP = dict(d_hidden=512, depth=4)                   # 5 layers, ~800k parameters (3.2 MB)

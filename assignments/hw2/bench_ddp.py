@@ -27,10 +27,10 @@ machine cancels; the lines under it give those ratios' quartiles and range. Targ
 the same steps from the same start, so its parameters must end equal to torch DDP's (up to
 float32 rounding). A version that raises NotImplementedError is reported and skipped.
 
-One more row, "2.4, DDP's buckets", runs the same BucketedDDP on the buckets torch DDP would make
-(torch_rule_buckets: a bucket closes once it reaches the size, the first at 1 MB): the two rules
-differ, and the difference between the rows is what the rule costs (measured 2026-11-28 at p = 2
-and 4: the reference 1.11-1.13x torch DDP on plan_buckets' 5 buckets, 0.89-0.98x on torch's 3).
+Both bucket by the same rule (a bucket closes once it holds at least the size); torch DDP's first
+bucket closes at 1 MB, so the header of each table compares the buckets BucketedDDP planned with the
+ones torch DDP rebuilt after its first step (read from DDP's logging data) and says whether they
+are the same. On the bench's model they are: 3 buckets each.
 """
 
 from __future__ import annotations
@@ -48,36 +48,21 @@ from minitorch_dist import launch
 from minitorch_dist.bench_timing import Spread, load_line, paired_ratios, rotated, slowest_per_step
 from minitorch_dist.data import global_batches, local_part, make_classification
 from minitorch_dist.data_parallel import AllReduceDDP, BucketedDDP, OverlapDDP
-from minitorch_dist.data_parallel import bucketed as bucketed_module
 from minitorch_dist.models import MLP
 from minitorch_dist.runtime.torch_group import torch_default_group
 
-VERSIONS = ["local", "allreduce", "overlap", "bucketed", "bucketed_torch_rule", "torch_ddp"]
+VERSIONS = ["local", "allreduce", "overlap", "bucketed", "torch_ddp"]
 LABELS = {"local": "local (no comm)", "allreduce": "AllReduceDDP 2.2", "overlap": "OverlapDDP 2.3",
-          "bucketed": "BucketedDDP 2.4", "bucketed_torch_rule": "2.4, DDP's buckets", "torch_ddp": "torch DDP"}
+          "bucketed": "BucketedDDP 2.4", "torch_ddp": "torch DDP"}
 TARGET = 1.0           # issue 27: BucketedDDP / torch DDP at its best (gradient_as_bucket_view=True), gloo
 TOLERANCE = 1e-4       # max |param - torch DDP's| after the run (float32, different summation order)
-FIRST_BUCKET_BYTES = 1 << 20   # torch DDP's first bucket (torch.distributed's _DEFAULT_FIRST_BUCKET_BYTES)
 
 
-def torch_rule_buckets(params, bucket_bytes: int) -> list[list[int]]:
-    """The buckets torch DDP runs with (after its first step, rebuilt in the order gradients arrive:
-    here reverse registration order): a bucket closes once it holds at least its limit, 1 MB for
-    the first and bucket_cap_mb after, so one may pass the size. plan_buckets instead never lets a
-    parameter take a bucket past the size; on the bench's MLP it makes 5 buckets (one of 4 KB)
-    where torch makes 3, and every all-reduce pays its latency. The row "2.4, DDP's buckets" runs
-    your BucketedDDP on these buckets: the difference between the two rows is the rule's."""
-    buckets, size, limit = [], 0, min(FIRST_BUCKET_BYTES, bucket_bytes)
-    for i in reversed(range(len(params))):
-        p = params[i]
-        if not buckets or size >= limit or p.dtype != params[buckets[-1][-1]].dtype:
-            if buckets:
-                limit = bucket_bytes
-            buckets.append([])
-            size = 0
-        buckets[-1].append(i)
-        size += p.numel() * p.element_size()
-    return buckets
+def ddp_buckets(ddp) -> list[list[int]] | None:
+    """The buckets torch DDP rebuilt after its first step (parameter indices, in the order they
+    fill), from its logging data; None before the rebuild."""
+    text = ddp._get_ddp_logging_data().get("rebuilt_per_bucket_param_indices")
+    return None if not text else [[int(i) for i in bucket.split()] for bucket in text.split(",")]
 
 
 def build(version: str, group, cfg: dict):
@@ -93,12 +78,6 @@ def build(version: str, group, cfg: dict):
     else:
         if version == "bucketed":
             wrapped = BucketedDDP(model, group, bucket_size_mb=cfg["bucket_mb"])
-        elif version == "bucketed_torch_rule":      # BucketedDDP.__init__ asks plan_buckets for its buckets
-            planned, bucketed_module.plan_buckets = bucketed_module.plan_buckets, torch_rule_buckets
-            try:
-                wrapped = BucketedDDP(model, group, bucket_size_mb=cfg["bucket_mb"])
-            finally:
-                bucketed_module.plan_buckets = planned
         else:
             wrapped = {"allreduce": AllReduceDDP, "overlap": OverlapDDP}[version](model, group)
         finish = wrapped.finish_gradient_synchronization
@@ -148,9 +127,10 @@ def measure(group, cfg: dict) -> dict:
         for v, (wrapped, _, _) in runs.items():
             module = getattr(wrapped, "module", wrapped)
             params[v] = torch.cat([p.detach().reshape(-1) for p in module.parameters()])
-    n_buckets = len(runs["bucketed"][0].buckets) if "bucketed" in runs else None
+    buckets = {"bucketed": runs["bucketed"][0].buckets if "bucketed" in runs else None,
+               "torch_ddp": ddp_buckets(runs["torch_ddp"][0]) if "torch_ddp" in runs else None}
     return {"times": {v: t for v, t in times.items() if v in runs}, "params": params, "skipped": skipped,
-            "n_buckets": n_buckets, "threads": torch.get_num_threads()}
+            "buckets": buckets, "threads": torch.get_num_threads()}
 
 
 def summarize(per_rank: list[dict]) -> dict:
@@ -162,13 +142,22 @@ def summarize(per_rank: list[dict]) -> dict:
     return rows
 
 
+def buckets_text(buckets: dict) -> str:
+    """How many buckets BucketedDDP and torch DDP made, and whether they are the same."""
+    ours, theirs = buckets.get("bucketed"), buckets.get("torch_ddp")
+    if ours is None or theirs is None:
+        return f"{len(ours or theirs or []) or '-'} buckets"
+    same = "the same" if ours == theirs else f"NOT the same: {ours} against {theirs}"
+    return f"BucketedDDP {len(ours)} buckets, torch DDP {len(theirs)}: {same}"
+
+
 def print_table(rows: dict, result, cfg: dict, n_params: int) -> dict[str, float]:
-    """Print one world size's table and check; return the paired ratios to torch DDP of BucketedDDP on its own
-    buckets and on torch's (the ones measured)."""
+    """Print one world size's table and check; return the paired ratio to torch DDP of each version
+    measured against it."""
     p, rank0 = len(result), result[0]
     print(f"\n{result.backend}, {p} ranks: MLP {cfg['d_in']}-{cfg['d_hidden']}x{cfg['depth']}-{cfg['d_out']} "
           f"({n_params / 1e6:.2f} M params, {n_params * 4 / 2**20:.1f} MB fp32), global batch {cfg['batch']}, "
-          f"bucket {cfg['bucket_mb']:g} MB ({rank0['n_buckets'] or '-'} buckets); slowest rank per step, "
+          f"bucket {cfg['bucket_mb']:g} MB ({buckets_text(rank0['buckets'])}); slowest rank per step, "
           f"{cfg['steps']} steps after {cfg['warmup']} warm-up; timed: zero_grad+forward+backward+sync+SGD step; "
           f"torch DDP with gradient_as_bucket_view=True; {rank0['threads']} thread(s) per rank; {load_line()}")
     print(f"{'version':>18} {'median ms':>10} {'best ms':>9} {'x torch DDP':>12}")
@@ -194,7 +183,7 @@ def print_table(rows: dict, result, cfg: dict, n_params: int) -> dict[str, float
         verdict = "ok" if diff <= TOLERANCE else f"NOT OK (tolerance {TOLERANCE:g})"
         print(f"{LABELS[v]:>18}: max |param - torch DDP's| after {cfg['warmup'] + cfg['steps']} steps "
               f"= {diff:.1e}: {verdict}")
-    return {v: spreads[v].median for v in ("bucketed", "bucketed_torch_rule") if v in spreads}
+    return {v: spread.median for v, spread in spreads.items()}
 
 
 def main(argv=None) -> int:
@@ -237,10 +226,6 @@ def main(argv=None) -> int:
         verdict = "met" if max(measured.values()) <= TARGET else "NOT met"
         print(f"\nBucketedDDP vs torch DDP at its best, gradient_as_bucket_view=True (target <= {TARGET:.2f}x on gloo): "
               f"{text} -> {verdict}{where}")
-        rule = {p: r["bucketed_torch_rule"] for p, r in ratios.items() if "bucketed_torch_rule" in r}
-        if rule:
-            print("The same BucketedDDP on the buckets torch DDP makes (torch_rule_buckets): "
-                  + ", ".join(f"p={p}: {r:.2f}x" for p, r in rule.items()))
     return 0
 
 

@@ -104,39 +104,41 @@ for _p in [1, 2, 3, 4, 5, 7, 8, 16, 33, 64, 1000]:
 # %% [markdown]
 # ### A.2 How many buckets? (2 points)
 #
-# `BucketedDDP` plans its buckets like this (the module docstring of `bucketed.py`): walk the parameters in
-# **reverse** registration order (the order backward produces gradients); a parameter joins the current
-# bucket unless that would take the bucket past `bucket_bytes`, in which case a new bucket starts; a
-# parameter larger than `bucket_bytes` gets a bucket of its own. Its number of all-reduces per step is the
-# number of buckets.
+# `BucketedDDP` plans its buckets by torch DDP's rule (the module docstring of `bucketed.py`): walk the
+# parameters in **reverse** registration order (the order backward produces gradients); parameters join the
+# current bucket until it holds **at least** `bucket_bytes`, then it closes and the next parameter starts a
+# new bucket. So a bucket may pass `bucket_bytes` by its last parameter. Its number of all-reduces per step
+# is the number of buckets.
 #
 # Write `count_buckets(param_bytes, bucket_bytes)`, the number of buckets for parameters of the given sizes
 # in bytes (in registration order, all of one dtype), **without** calling `plan_buckets`. Then store in
 # `N_BUCKETS_CHAR` the number of all-reduces per step of `BucketedDDP(CharTransformer(vocab_size=65),
-# group, bucket_size_mb=1/64)` (16 KB buckets; float32; mind the tied weight), and in `LOWER_BOUND_CHAR`
-# the bound ⌈total bytes / bucket bytes⌉ that no plan can beat.
+# group, bucket_size_mb=1/64)` (16 KB buckets; float32; mind the tied weight), and in `UPPER_BOUND_CHAR`
+# the bound ⌈total bytes / bucket bytes⌉ that this rule never exceeds (every bucket but the last holds at
+# least `bucket_bytes`).
 
 # %% nbgrader={"grade": false, "grade_id": "count_buckets", "locked": false, "schema_version": 3, "solution": true, "task": false}
 ### BEGIN SOLUTION
 def count_buckets(param_bytes: list[int], bucket_bytes: int) -> int:
     count, filled = 0, 0
     for nbytes in reversed(param_bytes):
-        if count == 0 or filled + nbytes > bucket_bytes:
+        if count == 0 or filled >= bucket_bytes:
             count, filled = count + 1, 0
         filled += nbytes
     return count
 
 _char_bytes = [4 * p.numel() for p in CharTransformer(vocab_size=65).parameters() if p.requires_grad]
 N_BUCKETS_CHAR = count_buckets(_char_bytes, 16 * KB)
-LOWER_BOUND_CHAR = math.ceil(sum(_char_bytes) / (16 * KB))
+UPPER_BOUND_CHAR = math.ceil(sum(_char_bytes) / (16 * KB))
 ### END SOLUTION
-print(f"CharTransformer, 16 KB buckets: {N_BUCKETS_CHAR} all-reduces per step (at least {LOWER_BOUND_CHAR})")
+print(f"CharTransformer, 16 KB buckets: {N_BUCKETS_CHAR} all-reduces per step (at most {UPPER_BOUND_CHAR})")
 
 # %% nbgrader={"grade": true, "grade_id": "test_count_buckets", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
-assert count_buckets([100, 100, 100], 250) == 2            # [2, 1] then [0]
-assert count_buckets([300, 10, 10], 250) == 2              # [2, 1] then [0] alone (too large)
-assert isinstance(N_BUCKETS_CHAR, (int, np.integer)) and isinstance(LOWER_BOUND_CHAR, (int, np.integer))
-assert LOWER_BOUND_CHAR <= N_BUCKETS_CHAR
+assert count_buckets([100, 100, 100], 150) == 2            # [2, 1] (200 bytes: closed), then [0]
+assert count_buckets([300, 10, 10], 250) == 1              # [2, 1, 0]: the 300 bytes close it, past 250
+assert count_buckets([10, 10, 300], 250) == 2              # [2] alone (300 >= 250), then [1, 0]
+assert isinstance(N_BUCKETS_CHAR, (int, np.integer)) and isinstance(UPPER_BOUND_CHAR, (int, np.integer))
+assert N_BUCKETS_CHAR <= UPPER_BOUND_CHAR
 ### BEGIN HIDDEN TESTS
 import inspect
 assert "plan_buckets" not in inspect.getsource(count_buckets), "A.2: count the buckets yourself"
@@ -148,7 +150,7 @@ for _trial in range(300):
     assert count_buckets(_sizes, _bucket) == _expected, (_sizes, _bucket, _expected)
 _params = [p for p in CharTransformer(vocab_size=65).parameters() if p.requires_grad]
 assert N_BUCKETS_CHAR == len(plan_buckets(_params, 16 * KB)), "A.2: N_BUCKETS_CHAR"
-assert LOWER_BOUND_CHAR == math.ceil(sum(4 * p.numel() for p in _params) / (16 * KB)), "A.2: LOWER_BOUND_CHAR"
+assert UPPER_BOUND_CHAR == math.ceil(sum(4 * p.numel() for p in _params) / (16 * KB)), "A.2: UPPER_BOUND_CHAR"
 ### END HIDDEN TESTS
 
 # %% [markdown]

@@ -5,10 +5,13 @@ gradients cannot start before the last gradient exists. Buckets sit in between: 
 parameters are packed into buckets of about `bucket_size_mb`, and a bucket's all-reduce
 starts (async) as soon as every gradient in it is ready, while backward goes on.
 
-    Buckets are filled in reverse registration order (the order backward produces gradients):
-    a parameter joins the current bucket unless that would take it past the size, then a new
-    bucket starts; a parameter larger than the size gets a bucket of its own. The number of
-    all-reduces per step is the number of buckets, about ceil(total bytes / bucket bytes).
+    Buckets are filled in reverse registration order (the order backward produces gradients),
+    by torch DDP's rule: parameters join the current bucket until it holds at least the size,
+    then it closes and the next parameter starts a new one. A bucket may pass the size by its
+    last parameter (one larger than the size fills a bucket alone, or with the small ones
+    before it), and a small bias never sits in a bucket of its own just because a large weight
+    follows it. Every bucket but the last holds at least the size, so the number of
+    all-reduces per step is at most ceil(total bytes / bucket bytes).
 
     Cost per step: 2 (p-1)/p Psi s bytes per rank, as before, but n_buckets * alpha latency.
 """
@@ -24,7 +27,8 @@ __all__ = ["BucketedDDP", "plan_buckets"]
 
 
 def plan_buckets(params, bucket_bytes: int) -> list[list[int]]:
-    """Indices into `params` of each bucket, in the order buckets fill (see the module doc).
+    """Indices into `params` of each bucket, in the order buckets fill (see the module doc):
+    a bucket closes once it holds at least `bucket_bytes`.
 
     A new bucket also starts when the dtype changes (a bucket is one flat tensor).
     """
@@ -32,12 +36,11 @@ def plan_buckets(params, bucket_bytes: int) -> list[list[int]]:
     size, dtype = 0, None
     for i in reversed(range(len(params))):
         p = params[i]
-        nbytes = p.numel() * p.element_size()
-        if not buckets or size + nbytes > bucket_bytes or p.dtype != dtype:
+        if not buckets or size >= bucket_bytes or p.dtype != dtype:
             buckets.append([])
             size, dtype = 0, p.dtype
         buckets[-1].append(i)
-        size += nbytes
+        size += p.numel() * p.element_size()
     return buckets
 
 
