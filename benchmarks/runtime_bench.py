@@ -174,7 +174,7 @@ def mpi_one_way(group, sizes, passes, scale):
     return one_way_passes((group.send, group.recv), (raw_send, raw_recv), group.rank, sizes, passes, _reps(scale))
 
 
-def small_message_tables(sizes=TABLE_SIZES, passes: int = 15, scale: float = 1.0, mpi: bool = True) -> dict:
+def small_message_tables(sizes=TABLE_SIZES, passes: int = 40, scale: float = 1.0, mpi: bool = True) -> dict:
     """{backend: measured passes} for gloo (and mpi): one-way time of Group send/recv against the
     raw backend, 2 ranks, paired pass by pass (format_table: the medians and the targets)."""
     import torch.distributed as dist
@@ -189,7 +189,7 @@ def small_message_tables(sizes=TABLE_SIZES, passes: int = 15, scale: float = 1.0
 
 def bench_p2p(quick: bool, skip_mpi: bool, passes: int | None = None) -> None:
     raw = {"gloo": "torch.distributed send/recv", "mpi": "mpi4py Send/Recv"}
-    passes = passes or (5 if quick else 15)
+    passes = passes or (5 if quick else 40)
     for backend, measured in small_message_tables(passes=passes, scale=0.5 if quick else 1.0,
                                                   mpi=not skip_mpi).items():
         print()
@@ -226,7 +226,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=None, help="cold-start runs of each start (default 7, 3 with --quick)")
     parser.add_argument("--host", action="store_true", help="cold starts also through a rank host (as a grading)")
     parser.add_argument("--passes", type=int, default=None,
-                        help="paired passes of the one-way table (default 15, 5 with --quick); more passes, steadier median")
+                        help="paired passes of the one-way table (default 40, 5 with --quick); more passes, steadier median")
     opts = parser.parse_args()
     print(f"torch {torch.__version__}, {os.cpu_count()} cores, {load_line()}")
     if not opts.p2p_only:

@@ -146,7 +146,7 @@ def buckets_text(buckets: dict) -> str:
     """How many buckets BucketedDDP and torch DDP made, and whether they are the same."""
     ours, theirs = buckets.get("bucketed"), buckets.get("torch_ddp")
     if ours is None or theirs is None:
-        return f"{len(ours or theirs or []) or '-'} buckets"
+        return f"BucketedDDP {len(ours)} buckets" if ours is not None else "buckets: -"
     same = "the same" if ours == theirs else f"NOT the same: {ours} against {theirs}"
     return f"BucketedDDP {len(ours)} buckets, torch DDP {len(theirs)}: {same}"
 

@@ -141,7 +141,8 @@ def sim_rank(group, cfg: dict, compress: bool) -> float:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--world-sizes", default="2,4")
-    parser.add_argument("--steps", type=int, default=10)
+    parser.add_argument("--steps", type=int, default=30,
+                        help="timed steps, paired (with 10 the median ratio moved by 0.1 run to run)")
     parser.add_argument("--warmup", type=int, default=3, help="untimed steps, >= 2 (the uncompressed ones)")
     parser.add_argument("--d-in", type=int, default=256)
     parser.add_argument("--d-hidden", type=int, default=1024)

@@ -234,7 +234,8 @@ def main(argv=None) -> int:
     parser.add_argument("--depth", type=int, default=7, help="hidden layers (the model has depth + 1 layers)")
     parser.add_argument("--batch", type=int, default=64)
     parser.add_argument("--microbatches", type=int, default=8)
-    parser.add_argument("--steps", type=int, default=10)
+    parser.add_argument("--steps", type=int, default=30,
+                        help="timed steps, paired (with 10 the median ratio moved by 0.1 run to run)")
     parser.add_argument("--sim-stages", type=ints, default=[1, 2, 4, 8])
     parser.add_argument("--sim-microbatches", type=ints, default=[4, 8, 16, 32])
     args = parser.parse_args(argv)
