@@ -17,6 +17,35 @@ def _ring_counts(group, n):
     return group.now()
 
 
+REDUCED_DTYPES = ["float32", "float64", "float16", "bfloat16", "int8", "uint8", "int16", "int32", "int64",
+                  "uint16", "uint32", "uint64"]     # int16 and the wide unsigned ones: reduced widened
+
+
+def _reductions_in_every_dtype(group):
+    """[(dtype, collective, op)] whose result differs from the closed form (row i of rank q is i % 5 + q + 1)."""
+    p, r = group.size, group.rank
+    wrong = []
+    for name in REDUCED_DTYPES:
+        dtype = getattr(torch, name)
+        rows = [(torch.arange(2 * p * 3).reshape(2 * p, 3) % 5 + q + 1).double() for q in range(p)]
+        for op in ("sum", "max", "min", "prod"):
+            want = {"sum": sum(rows), "max": torch.stack(rows).amax(0), "min": torch.stack(rows).amin(0),
+                    "prod": torch.stack(rows).prod(0)}[op].to(dtype)
+            got = group.reduce_scatter(rows[r].to(dtype, copy=True), op)
+            if got.dtype != dtype or not torch.equal(got, want[2 * r:2 * r + 2]):
+                wrong.append((name, "reduce_scatter", op))
+            got = group.all_reduce(rows[r].to(dtype, copy=True), op)      # (in place: a copy)
+            if got.dtype != dtype or not torch.equal(got, want):
+                wrong.append((name, "all_reduce", op))
+    return wrong
+
+
+def test_reduce_scatter_and_all_reduce_in_every_dtype_gloo_reduces():
+    """Every op in every dtype the gloo backend reduces, itself or widened (int16, uint16-64), at 3
+    ranks: the rows a rank keeps are its own and each op is the one asked for."""
+    assert list(launch(_reductions_in_every_dtype, 3)) == [[], [], []]
+
+
 def test_counters_and_trace_come_back():
     results = launch(_ring_counts, 3, args=(1000,))
     for c in results.counters:
