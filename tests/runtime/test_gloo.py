@@ -163,6 +163,31 @@ def test_a_rank_that_dies_in_its_task_before_the_launcher_reads_its_ready_is_the
     assert info.value.rank == 0 and "killed by signal SIGKILL" in str(info.value), str(info.value)
 
 
+def test_a_rank_that_ends_building_its_group_after_a_ready_peer_ended_is_not_the_cause(
+        monkeypatch, no_leftover_processes):
+    """A new pool's ranks take their task once their own group is built: rank 2 is ready and exits
+    in its task while rank 1 still finishes building (here: late, then a barrier that loses rank 2).
+    The run's failure is rank 2's exit, not "rank 1 died while building the process group" (seen
+    in a loaded run of the launcher tests, about one run in three)."""
+    from minitorch_dist.runtime.launching import worker as worker_module
+    real = worker_module.make_world
+
+    def late_for_rank_1(rank, world_size, spec):
+        made = real(rank, world_size, spec)
+        if rank == 1:
+            time.sleep(1.0)                     # rank 2 takes its task and exits meanwhile
+            made[0].barrier().wait(30)          # ...so this loses it: rank 1 ends, building
+        return made
+
+    monkeypatch.setattr(worker_module, "make_world", late_for_rank_1)
+    with pytest.raises(RankError) as info:
+        launch(_exit_early, 3, fresh=True)
+    text = str(info.value)
+    assert info.value.rank == 2 and "exited with code 7" in text, text
+    assert "rank 1: RankExited: the process of rank 1 exited with code" in text, text
+    assert "while building the process group, after a peer ended" in text, text
+
+
 def _mismatch(group, shape, dtype, sent):
     if group.rank == 0:
         group.send(torch.zeros(sent), 1)

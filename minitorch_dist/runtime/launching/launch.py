@@ -124,9 +124,11 @@ def _collect(pool: Pool, tasks: list[Task], timeout: float | None) -> list[tuple
             rank = rank_of[id(conn)]
             msg = pool.recv(conn)
             if msg is None:
-                failures.append({"rank": rank, "exc_type": "RankExited", "exc": None, "secondary": False,
-                                 "message": f"the process of rank {rank} {pool.exit_description(rank)} "
-                                            f"while running the function", "traceback": ""})
+                lost = rank in pool.casualties              # it lost a peer building the group
+                failures.append({"rank": rank, "exc_type": "RankExited", "exc": None, "secondary": lost,
+                                 "message": f"the process of rank {rank} {pool.exit_description(rank)} while "
+                                            + ("building the process group, after a peer ended" if lost else
+                                               "running the function"), "traceback": ""})
                 replies[rank] = ("died",)
             elif msg[0] == "out":
                 Pool.print_output(rank, msg)

@@ -123,6 +123,7 @@ class Pool:
             self.conns[rank], self.pids[rank] = conn, pid
             waiting -= 1
         self._unready, self._ready_by = set(range(self.world_size)), deadline
+        self.casualties: set[int] = set()   # ranks that ended building the group after a ready rank ended
 
     def wait_ready(self) -> None:
         """Return once every rank has built its world group (at once after the first run). A new
@@ -133,7 +134,10 @@ class Pool:
             if problem:         # read again: a rank that said it was ready and then ended in its task
                 self._read_ready(0)     # is the run's failure, not the start's
                 problem = self._startup_failure(self._unready) if self._unready else None
-            if problem or (self._unready and time.monotonic() > self._ready_by):
+            if problem and self._a_ready_rank_ended():
+                self.casualties |= self._unready      # (the run's failure: _collect reports it)
+                self._unready = set()
+            elif problem or (self._unready and time.monotonic() > self._ready_by):
                 raise LaunchError(f"could not start {self.world_size} {self.backend} ranks: "
                                   f"{problem or 'timed out building the process group'}")
 
@@ -143,6 +147,10 @@ class Pool:
             rank = self.conns.index(conn)        # a ready rank's next message is its reply: left unread
             while rank in self._unready and conn.poll(0):
                 msg = self.recv(conn)
+                if msg is None and self._a_ready_rank_ended():
+                    self.casualties.add(rank)
+                    self._unready.discard(rank)
+                    break
                 if msg is None:
                     raise LaunchError(f"could not start {self.world_size} {self.backend} ranks: "
                                       f"rank {rank} died while building the process group")
@@ -150,6 +158,16 @@ class Pool:
                     self._unready.discard(rank)
                 else:
                     self.print_output(rank, msg)
+
+    def _a_ready_rank_ended(self, grace: float = 0.2) -> bool:
+        """Whether a rank that took its task has ended, or ends within `grace` s: a rank that then
+        ended building the process group lost that peer; the run failed, not the start."""
+        end = time.monotonic() + grace
+        for proc in [p for r, p in enumerate(self._procs) if r not in self._unready]:
+            proc.join(max(0.0, end - time.monotonic()))
+            if proc.exitcode is not None:
+                return True
+        return False
 
     def _read(self, conn: Connection):
         return channel.recv_plain(conn, self.budget) if self.plain else channel.recv(conn)

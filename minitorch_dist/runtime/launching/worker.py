@@ -26,7 +26,7 @@ from ..group import Group, RankContext
 from ..observe.deadlock import FAILED, FINISHED, RUNNING
 from ..observe.trace import Recorder
 from ..observe.tracker import BoardTracker
-from . import channel, plain, pmi_relay
+from . import channel, isolation, plain, pmi_relay     # (isolation here: each forked rank imported it, ~3 ms each)
 from .host_link import extend_path
 from .stores import store_client
 
@@ -115,11 +115,7 @@ class RankStream(io.TextIOBase):
 def die_with_parent() -> None:
     """Linux: the kernel kills this process when the process that forked it dies."""
     if sys.platform.startswith("linux"):
-        try:
-            import ctypes
-            ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, 9)  # PR_SET_PDEATHSIG, SIGKILL
-        except OSError:
-            pass
+        isolation._libc.prctl(isolation.PR_SET_PDEATHSIG, 9)      # SIGKILL
 
 
 def serve(rank: int, world_size: int, address, authkey: bytes, spec: dict) -> None:
@@ -198,7 +194,6 @@ def isolate(keep: tuple[int, ...] = (), shared: tuple[str, ...] = ()) -> None:
     test runs; a rank that cannot get one ends here, never running that code unconfined. `keep`:
     inherited descriptors the rank needs (all others are closed); `shared`: folders it writes beside
     its siblings (isolation.isolate_rank)."""
-    from . import isolation
     if isolation.wanted():
         _or_end(lambda: isolation.isolate_rank(keep, shared))
 
@@ -206,7 +201,6 @@ def isolate(keep: tuple[int, ...] = (), shared: tuple[str, ...] = ()) -> None:
 def drop_shared() -> None:
     """In a grading, once the world backend is built: the folders isolate() let this rank write beside
     its siblings (an mpi rank's /dev/shm) closed by a domain inside its own (isolation.drop_shared)."""
-    from . import isolation
     if isolation.wanted():
         _or_end(isolation.drop_shared)
 
@@ -215,7 +209,6 @@ def isolate_sim_process(keep: tuple[int, ...]) -> None:
     """A sim engine or sim rank process in a grading (sim/processes.py): isolate(), and, Landlock or not,
     every descriptor but `keep` closed and the process not dumpable, so no rank can trace, read or write
     the engine or a sibling, nor write to the engine's link to the launcher."""
-    from . import isolation
     isolate(keep)
     if isolation.engine_wanted():
         _or_end(lambda: (isolation.close_inherited(keep), isolation.undumpable()))
@@ -241,7 +234,6 @@ def forked_main(rank: int, world_size: int, address, authkey: bytes, spec: dict)
 def _mpi_main() -> None:
     """Entry point under mpiexec: python -m minitorch_dist.runtime.launching.worker HOST PORT SPEC."""
     import json
-    from . import isolation
     pmi = os.environ.get("PMI_FD", "")             # MPI_Init's link to the process manager
     if isolation.wanted():                         # a grading: the link carries MPI_Init only (serve seals it)
         pmi_relay.start()
