@@ -10,8 +10,8 @@ starts (async) as soon as every gradient in it is ready, while backward goes on.
     then it closes and the next parameter starts a new one. A bucket may pass the size by its
     last parameter (one larger than the size fills a bucket alone, or with the small ones
     before it), and a small bias never sits in a bucket of its own just because a large weight
-    follows it. Every bucket but the last holds at least the size, so the number of
-    all-reduces per step is at most ceil(total bytes / bucket bytes).
+    follows it. With one dtype every bucket but the last holds at least the size, so the
+    number of all-reduces per step is at most ceil(total bytes / bucket bytes).
 
     Cost per step: 2 (p-1)/p Psi s bytes per rank, as before, but n_buckets * alpha latency.
 """
