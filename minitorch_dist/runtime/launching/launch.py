@@ -228,7 +228,7 @@ def launch(fn, world_size: int | None = None, *, args=(), kwargs=None, rank_args
     try:
         if run_meter.wanted(backend):
             pool.wait_ready()     # the ranks' connections to each other exist before the meter's first count
-            meter = pool.meter()
+            meter = run_meter.for_pool(pool.conns, bool(pool.host), pool.store.port)
         replies = _collect(pool, per_rank.tasks(task, own, world_size), timeout)
     except BaseException:          # a failure, KeyboardInterrupt, a timeout: no rank survives it
         _kill_pool()

@@ -206,36 +206,6 @@ class Pool:
             return f"exited with code {code} (os._exit, a crash in C code, or sys.exit outside Python's reach)"
         return "lost its connection to the launcher (the process exited or was killed)"
 
-    def meter(self):
-        """A run_meter.RunMeter for the next run (the pids of the ranks found from the far ends of
-        this pool's connections, among this process's descendants or the rank host's uid); None if
-        the kernel cannot be asked here."""
-        from ..observe import kernel_traffic, run_meter
-        try:
-            ends = []                 # (the rank's address, ours) per connection: both ends name it
-            for conn in self.conns:
-                with socket.socket(fileno=os.dup(conn.fileno())) as sock:
-                    ends.append((sock.getpeername()[:2], sock.getsockname()[:2]))
-            sockets = kernel_traffic.tcp_sockets()          # one dump finds the ranks and their uid
-            return run_meter.RunMeter(ends, *self._rank_candidates(ends, sockets), sockets=sockets,
-                                      store_port=self.store.port)
-        except (OSError, ValueError):
-            return None
-
-    def _rank_candidates(self, ends: list[tuple], sockets: dict):
-        """(the processes the ranks are among now, a function that lists them again): a rank host's
-        ranks among the processes of the uid that owns their sockets, else this process's descendants."""
-        from ..observe import run_meter
-        if self.host:
-            uids = run_meter.owners_of(ends, sockets)
-
-            def find() -> list[int]:
-                return run_meter.processes_owned_by(uids)
-        else:
-            def find() -> list[int]:
-                return run_meter.processes_of([os.getpid()])[0][1:]
-        return find(), find
-
     def _close_links(self) -> None:
         """Let go of the rank host's links: it kills whatever it still runs for this pool."""
         for link in {id(p.link): p.link for p in [*self._procs, self._mpiexec] if hasattr(p, "link")}.values():

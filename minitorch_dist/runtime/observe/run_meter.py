@@ -1,7 +1,7 @@
 """One launch()'s traffic as the kernel counts it: the ranks' processes, found from the launcher's own
 connections, and their bytes before and after the run (kernel_traffic.py reads the kernel).
 
-    meter = RunMeter(links, candidates)      # before the tasks go out (Pool.meter() builds it)
+    meter = RunMeter(links, candidates)      # before the tasks go out (for_pool builds it)
     ...                                      # the ranks run
     wire = meter.done()                      # Wire: [(bytes sent, bytes received)] per rank, .closed
 
@@ -12,6 +12,7 @@ the connection name it), among the processes the caller names: never a pid the r
 from __future__ import annotations
 
 import os
+import socket
 import time
 
 from .kernel_traffic import (DestroyListener, Snapshot, available, between, closed_bytes, received_from, served_at,
@@ -115,6 +116,29 @@ def processes_of(root_pids: list[int], among: list[int] | None = None) -> list[l
             todo += kids
         trees.append(tree)
     return trees
+
+
+def for_pool(conns, host: bool, store_port: int) -> "RunMeter | None":
+    """A RunMeter for a pool's next run: the ranks are the far ends of the launcher's connections
+    `conns`, found among this process's descendants, or (host: a rank host started them) among the
+    processes of the uid that owns those far ends; None if the kernel cannot be asked here."""
+    try:
+        ends = []                 # (the rank's address, ours) per connection: both ends name it
+        for conn in conns:
+            with socket.socket(fileno=os.dup(conn.fileno())) as sock:
+                ends.append((sock.getpeername()[:2], sock.getsockname()[:2]))
+        sockets = tcp_sockets()                         # one dump finds the ranks and their uid
+        if host:
+            uids = owners_of(ends, sockets)
+
+            def find() -> list[int]:
+                return processes_owned_by(uids)
+        else:
+            def find() -> list[int]:
+                return processes_of([os.getpid()])[0][1:]
+        return RunMeter(ends, find(), find, sockets=sockets, store_port=store_port)
+    except (OSError, ValueError):
+        return None
 
 
 class Wire(list):
