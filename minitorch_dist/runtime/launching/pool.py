@@ -129,11 +129,13 @@ class Pool:
         """Return once every rank has built its world group (at once after the first run). A new
         pool's first tasks may go out before: each rank reads its own once it is ready."""
         while self._unready:
-            self._read_ready(0.05)
+            closed = self._read_ready(0.05)
             problem = self._startup_failure(self._unready) if self._unready else None
-            if problem:         # read again: a rank that said it was ready and then ended in its task
-                self._read_ready(0)     # is the run's failure, not the start's
+            if problem and closed is None:  # read again: a rank that said it was ready and then ended
+                closed = self._read_ready(0)    # in its task is the run's failure, not the start's
                 problem = self._startup_failure(self._unready) if self._unready else None
+            if closed is not None:
+                problem = f"rank {closed} died while building the process group"
             if problem and self._a_ready_rank_ended():
                 self.casualties |= self._unready      # (the run's failure: _collect reports it)
                 self._unready = set()
@@ -141,23 +143,20 @@ class Pool:
                 raise LaunchError(f"could not start {self.world_size} {self.backend} ranks: "
                                   f"{problem or 'timed out building the process group'}")
 
-    def _read_ready(self, timeout: float) -> None:
-        """Take the "ready" (and output) messages the unready ranks have sent within `timeout` seconds."""
+    def _read_ready(self, timeout: float) -> int | None:
+        """Take the "ready" (and output) messages the unready ranks have sent within `timeout` seconds;
+        return an unready rank whose connection closed (then stop reading), else None."""
         for conn in wait([self.conns[r] for r in self._unready], timeout=timeout):
             rank = self.conns.index(conn)        # a ready rank's next message is its reply: left unread
             while rank in self._unready and conn.poll(0):
                 msg = self.recv(conn)
-                if msg is None and self._a_ready_rank_ended():
-                    self.casualties.add(rank)
-                    self._unready.discard(rank)
-                    break
                 if msg is None:
-                    raise LaunchError(f"could not start {self.world_size} {self.backend} ranks: "
-                                      f"rank {rank} died while building the process group")
+                    return rank
                 if msg[0] == "ready":
                     self._unready.discard(rank)
                 else:
                     self.print_output(rank, msg)
+        return None
 
     def _a_ready_rank_ended(self, grace: float = 0.2) -> bool:
         """Whether a rank that took its task has ended, or ends within `grace` s: a rank that then

@@ -118,7 +118,7 @@ def processes_of(root_pids: list[int], among: list[int] | None = None) -> list[l
     return trees
 
 
-def for_pool(conns, host: bool, store_port: int) -> "RunMeter | None":
+def for_pool(conns, host: bool, store_port: int) -> RunMeter | None:
     """A RunMeter for a pool's next run: the ranks are the far ends of the launcher's connections
     `conns`, found among this process's descendants, or (host: a rank host started them) among the
     processes of the uid that owns those far ends; None if the kernel cannot be asked here."""
