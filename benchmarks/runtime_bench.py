@@ -19,7 +19,9 @@
    size is timed with Group and with the raw backend back to back (who goes first alternates by
    pass); the table gives each column's median over the passes and Group/raw as the median of the
    per-pass ratios with their quartiles and range, then the noise report
-   (collectives.timing.noise_report) of both columns;
+   (collectives.timing.noise_report) of both columns. The ranks run with trace=False (no events
+   recorded: instrumentation off in the timed loop, as in every bench; the counters stay on, as
+   they always are; measured on and off: no difference beyond noise);
 4. sim: wall time of a 1024-rank ring exchange (one sendrecv per rank).
 Targets: cold start no slower than torch's fork start (launch / fork <= 1.0x) and >= 4x faster
 than spawn; warm dispatch < 50 ms (issue 2); Group within 2.0x of raw gloo's one-way time at 1 KB
@@ -179,10 +181,10 @@ def small_message_tables(sizes=TABLE_SIZES, passes: int = 40, scale: float = 1.0
     raw backend, 2 ranks, paired pass by pass (format_table: the medians and the targets)."""
     import torch.distributed as dist
     store = dist.TCPStore("127.0.0.1", 0, 3, True, wait_for_workers=False, timeout=datetime.timedelta(seconds=60))
-    out = {"gloo": launch(gloo_one_way, 2, args=(list(sizes), store.port, passes, scale), fresh=True)[0]}
+    out = {"gloo": launch(gloo_one_way, 2, args=(list(sizes), store.port, passes, scale), fresh=True, trace=False)[0]}
     shutdown()
     if mpi:
-        out["mpi"] = launch(mpi_one_way, 2, args=(list(sizes), passes, scale), backend="mpi")[0]
+        out["mpi"] = launch(mpi_one_way, 2, args=(list(sizes), passes, scale), backend="mpi", trace=False)[0]
         shutdown()
     return out
 
@@ -196,7 +198,8 @@ def bench_p2p(quick: bool, skip_mpi: bool, passes: int | None = None) -> None:
         target = (f"target: <= {SMALL_TARGET}x up to 64 KB, <= {LARGE_TARGET}x above" if backend == "gloo" else
                   "no target: a framed Python message against MPI's few microseconds")
         print("\n".join(format_table(f"one-way time, 2 ranks, {backend}: Group.send/recv vs raw {raw[backend]} "
-                                     f"in the same processes ({target}); timed: round trips of send+recv, halved",
+                                     f"in the same processes ({target}); timed: round trips of send+recv, "
+                                     f"halved; trace off",
                                      measured, targets=backend == "gloo")))
 
 
