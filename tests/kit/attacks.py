@@ -125,6 +125,7 @@ _say("DONE", __NAME__)
 # rewrites results later
 ESCAPE = PRELUDE + '''
 _code = """
+# hostile-escaped-sleeper (test_hostile looks for this line among live processes)
 import glob, os, signal, time
 time.sleep(4)
 for p in glob.glob('/tmp/**/results*.json', recursive=True) + glob.glob('/tmp/pytest-of-*/**/*.json', recursive=True):

@@ -20,7 +20,6 @@ import socket
 import subprocess
 import sys
 import tempfile
-import time
 
 import pytest
 
@@ -34,6 +33,7 @@ pytestmark = [pytest.mark.slow,
 NAMESPACES = [pytest.param(True, id="namespaces"), pytest.param(False, id="no-namespaces")]
 SUCCESS = re.compile(r"ATTACK-(FORGED|SECRET|WROTE|READ|CONNECTED): .*")
 WATCHED = ("autograder", "solutions", "assignments", "minitorch_dist", "tests", "tools")
+SLEEPER = "hostile-escaped-sleeper"      # a line of the ESCAPE attack's sleeper (attacks.py)
 
 
 def kit_digest() -> str:
@@ -201,10 +201,14 @@ def test_an_escaped_process_cannot_rewrite_results_later(tmp_path, namespaces):
         assert "ATTACK-LITTERED" not in all_outputs(results)
     else:                                        # litter in /tmp, removed after the test (sandbox_files below)
         assert "ATTACK-LITTERED: /tmp" in all_outputs(results)
-    written = out.read_text()
-    time.sleep(6)                                            # the sleeper would have woken after 4 s
-    assert out.read_text() == written and json.loads(written)["score"] == 0
+    # The sleeper would wake 4 s after its start to rewrite every results file and kill every process:
+    # only a process that outlived the grading could, and none did (by its uid in check_sound, by its
+    # own line in any process's command line here), so nothing waits for it to wake.
     check_sound(results, ["ESCAPE"], digest)
+    import psutil
+    alive = [p.pid for p in psutil.process_iter(["cmdline"]) if any(SLEEPER in a for a in p.info["cmdline"] or ())]
+    assert not alive, f"the escaped sleeper outlived the grading: pids {alive}"
+    assert json.loads(out.read_text())["score"] == 0
 
 
 @pytest.mark.parametrize("namespaces", NAMESPACES)
