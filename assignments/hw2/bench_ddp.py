@@ -10,7 +10,9 @@ matters) once per version: AllReduceDDP (2.2), OverlapDDP (2.3), BucketedDDP (2.
 DistributedDataParallel in its best configuration (the same bucket size, bucket_cap_mb, and
 gradient_as_bucket_view=True: like BucketedDDP, it leaves each gradient a view of its bucket
 instead of copying it out), and a local model that does not communicate at all (the compute
-floor). All run in the same processes, so with the same threads per rank. torch DDP needs torch.distributed's default
+floor), and torch DDP a second time (a second instance, timed like the others: its ratio to
+the first is the noise of a ratio at parity in this run, an A/A test). All run in the same
+processes, so with the same threads per rank. torch DDP needs torch.distributed's default
 process group, which our runtime never creates (each Group owns its own gloo process group):
 rank 0 hosts a TCPStore on a free port, the port goes to every rank with our broadcast, and
 init_process_group("gloo", store=...) joins it; the group is destroyed at the end
@@ -51,9 +53,9 @@ from minitorch_dist.data_parallel import AllReduceDDP, BucketedDDP, OverlapDDP
 from minitorch_dist.models import MLP
 from minitorch_dist.runtime.torch_group import torch_default_group
 
-VERSIONS = ["local", "allreduce", "overlap", "bucketed", "torch_ddp"]
+VERSIONS = ["local", "allreduce", "overlap", "bucketed", "torch_ddp", "torch_ddp_again"]
 LABELS = {"local": "local (no comm)", "allreduce": "AllReduceDDP 2.2", "overlap": "OverlapDDP 2.3",
-          "bucketed": "BucketedDDP 2.4", "torch_ddp": "torch DDP"}
+          "bucketed": "BucketedDDP 2.4", "torch_ddp": "torch DDP", "torch_ddp_again": "torch DDP, again"}
 TARGET = 1.0           # issue 27: BucketedDDP / torch DDP at its best (gradient_as_bucket_view=True), gloo
 TOLERANCE = 1e-4       # max |param - torch DDP's| after the run (float32, different summation order)
 
@@ -71,7 +73,7 @@ def build(version: str, group, cfg: dict):
     model = MLP(cfg["d_in"], cfg["d_hidden"], cfg["d_out"], cfg["depth"], seed=0)
     if version == "local":
         wrapped, finish = model, (lambda: None)
-    elif version == "torch_ddp":
+    elif version in ("torch_ddp", "torch_ddp_again"):
         wrapped = torch.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=cfg["bucket_mb"],
                                                             gradient_as_bucket_view=True)
         finish = (lambda: None)            # DDP's reducer has finished inside backward()
@@ -226,6 +228,10 @@ def main(argv=None) -> int:
         verdict = "met" if max(measured.values()) <= TARGET else "NOT met"
         print(f"\nBucketedDDP vs torch DDP at its best, gradient_as_bucket_view=True (target <= {TARGET:.2f}x on gloo): "
               f"{text} -> {verdict}{where}")
+    same = {p: r["torch_ddp_again"] for p, r in ratios.items() if "torch_ddp_again" in r}
+    if same:
+        print("torch DDP against itself (a second instance; how far a ratio at parity strays in this run): "
+              + ", ".join(f"p={p}: {r:.2f}x" for p, r in same.items()))
     return 0
 
 

@@ -34,12 +34,15 @@ def eval_losses(out: str) -> tuple[float, float]:
 def test_bench_ddp_on_the_reference_prints_every_version_against_torch_ddp(reference):
     code, out = run_in(reference, sys.executable, BENCH, *TINY_BENCH, timeout=120)
     assert code == 0, out[-3000:]
-    for label in ("local (no comm)", "AllReduceDDP 2.2", "OverlapDDP 2.3", "BucketedDDP 2.4", "torch DDP"):
+    for label in ("local (no comm)", "AllReduceDDP 2.2", "OverlapDDP 2.3", "BucketedDDP 2.4", "torch DDP",
+                  "torch DDP, again"):
         row = re.search(rf"^\s*{re.escape(label)}\s+([0-9.]+)\s+([0-9.]+)\s+([0-9.]+)\s*$", out, re.M)
         assert row, f"no timing row for {label!r}:\n{out[-3000:]}"
         assert float(row.group(1)) > 0 and float(row.group(3)) > 0
     assert re.search(r"torch DDP\s+[0-9.]+\s+[0-9.]+\s+1\.00\s*$", out, re.M), "torch DDP's own ratio is 1.00"
-    assert out.count(": ok") == 3 and "NOT OK" not in out, f"parameters must end equal to torch DDP's:\n{out}"
+    assert out.count(": ok") == 4 and "NOT OK" not in out, f"parameters must end equal to torch DDP's:\n{out}"
+    assert re.search(r"torch DDP, again: max \|param - torch DDP's\| after \d+ steps = 0\.0e\+00: ok", out), out
+    assert re.search(r"^torch DDP against itself \(a second instance; .*\): p=2: [0-9.]+x$", out, re.M), out
     assert re.search(r"BucketedDDP [0-9]+ buckets, torch DDP [0-9]+: the same", out), out[-3000:]
     assert re.search(r"BucketedDDP vs torch DDP at its best, gradient_as_bucket_view=True \(target <= 1\.00x on gloo\): "
                      r"p=2: [0-9.]+x -> (met|NOT met)", out), out[-3000:]
