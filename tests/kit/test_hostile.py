@@ -21,6 +21,7 @@ import subprocess
 import sys
 import tempfile
 
+import psutil
 import pytest
 
 from autograder.uids import SHARED_FOLDERS, UID_BASE, UID_SPAN, free_uid, owner_uid, release_uid
@@ -205,7 +206,6 @@ def test_an_escaped_process_cannot_rewrite_results_later(tmp_path, namespaces):
     # only a process that outlived the grading could, and none did (by its uid in check_sound, by its
     # own line in any process's command line here), so nothing waits for it to wake.
     check_sound(results, ["ESCAPE"], digest)
-    import psutil
     alive = [p.pid for p in psutil.process_iter(["cmdline"]) if any(SLEEPER in a for a in p.info["cmdline"] or ())]
     assert not alive, f"the escaped sleeper outlived the grading: pids {alive}"
     assert json.loads(out.read_text())["score"] == 0
