@@ -16,9 +16,10 @@
    1 MB and 16 MB, Group on gloo vs raw torch.distributed send/recv and Group on mpi vs
    raw mpi4py Send/Recv, in the same processes (same threads), each side's payload checked first
    (a known pattern there and back at every size); in each of several passes every
-   size is timed with Group and with the raw backend back to back (who goes first alternates by
-   pass); the table gives each column's median over the passes and Group/raw as the median of the
-   per-pass ratios with their quartiles and range, then the noise report
+   size is timed with Group, with the raw backend and with the raw backend again, back to back (who
+   goes first rotates by pass); the table gives each column's median over the passes and Group/raw
+   as the median of the per-pass ratios with their quartiles and range, then the A/A line (raw
+   again / raw, the same way: how far a ratio strays when both sides run the same code), the noise report
    (collectives.timing.noise_report) of both columns. The ranks run with trace=False (no events
    recorded: instrumentation off in the timed loop, as in every bench; the counters stay on, as
    they always are; measured on and off: no difference beyond noise);
@@ -82,19 +83,20 @@ def _round_trip_ok(send, recv, rank: int, n: int) -> bool:
 
 
 def one_way_passes(ours, raw, rank: int, sizes, passes: int, reps) -> dict:
-    """{"ours": [{size: one-way seconds}] per pass, "raw": ..., "checked": {"ours": bool, "raw": bool}}.
-    First each side carries a known pattern there and back at every size (checked). Within a pass
-    each size is timed with Group and with the raw backend back to back (who goes first alternates
-    by pass), so both see the same machine load; reps(n) round trips per measurement (after one
-    warm-up round trip)."""
-    out = {"ours": [], "raw": []}
-    sides = {"ours": ours, "raw": raw}
-    checked = {name: all([_round_trip_ok(*sides[name], rank, n) for n in sizes]) for name in sides}
+    """{"ours": [{size: one-way seconds}] per pass, "raw": ..., "raw_again": ..., "checked": {"ours":
+    bool, "raw": bool}}. First each side carries a known pattern there and back at every size
+    (checked). Within a pass each size is timed with Group, with the raw backend and with the raw
+    backend again back to back (who goes first rotates by pass), so all see the same machine load;
+    raw_again / raw is an A/A test, how far a ratio strays when both sides are the same code.
+    reps(n) round trips per measurement (after one warm-up round trip)."""
+    sides = {"ours": ours, "raw": raw, "raw_again": raw}
+    out = {name: [] for name in sides}
+    checked = {name: all([_round_trip_ok(*sides[name], rank, n) for n in sizes]) for name in ("ours", "raw")}
     for k in range(passes):
-        timed = {"ours": {}, "raw": {}}
+        timed = {name: {} for name in sides}
         for n in sizes:
             buf = torch.zeros(n, dtype=torch.uint8)
-            for name in rotated(["ours", "raw"], k):
+            for name in rotated(list(sides), k):
                 send, recv = sides[name]
                 _one_way(send, recv, rank, buf, 1)
                 timed[name][n] = _one_way(send, recv, rank, buf, reps(n))
@@ -143,6 +145,13 @@ def format_table(title: str, measured, targets: bool = True) -> list[str]:
     if checked is not None:
         lines.append("payload (a known pattern there and back at every size): " +
                      ", ".join(f"{'Group' if k == 'ours' else 'raw'} {'ok' if v else 'NOT OK'}" for k, v in checked.items()))
+    again = measured.get("raw_again")
+    if again is not None:      # the A/A test: raw against a second timing of itself, pass by pass
+        lines.append("A/A, raw against itself timed again in the same pass (no target; how far a ratio "
+                     "strays here): " + ", ".join(
+                         f"{n} bytes {spread}" for n, spread in
+                         ((n, Spread.of(paired_ratios([p[n] for p in again], [p[n] for p in measured["raw"]])))
+                          for n in measured["raw"][0])))
     lines.append(f"median of {len(measured['ours'])} paired passes; {load_line()}; noise: "
                  + ("none found" if not noise else ""))
     return lines + noise

@@ -20,8 +20,8 @@ def bench():
 
 
 def _check_table(bench, measured, sizes, passes):
-    assert {"ours", "raw"} <= set(measured) <= {"ours", "raw", "checked"}
-    assert all(len(measured[k]) == passes for k in ("ours", "raw"))
+    assert {"ours", "raw"} <= set(measured) <= {"ours", "raw", "raw_again", "checked"}
+    assert all(len(measured[k]) == passes for k in ("ours", "raw", "raw_again") if k in measured)
     rows = bench.table_rows(measured)
     assert [n for n, *_ in rows] == list(sizes)
     for n, ours, raw, spread in rows:
@@ -41,6 +41,13 @@ def _check_table(bench, measured, sizes, passes):
     if "checked" in measured:
         assert lines[at] == "payload (a known pattern there and back at every size): Group ok, raw ok"
         at += 1
+    if "raw_again" in measured:        # the A/A line: raw_again / raw per pass, its median per size
+        assert lines[at].startswith("A/A, raw against itself timed again in the same pass (no target"), lines[at]
+        for n in sizes:
+            aa = sorted(a[n] / b[n] for a, b in zip(measured["raw_again"], measured["raw"]))
+            assert f"{n} bytes {statistics.median(aa):.2f}x (quartiles " in lines[at], (n, aa, lines[at])
+            assert f"range {aa[0]:.2f}-{aa[-1]:.2f}, {passes} pair" in lines[at], (n, aa, lines[at])
+        at += 1
     assert lines[at].startswith(f"median of {passes} paired passes; load avg ")
     return rows
 
@@ -51,6 +58,11 @@ def test_table_arithmetic_on_made_up_passes(bench):
                 "raw": [{1024: 1e-4, 1 << 20: 4e-4}, {1024: 6e-4, 1 << 20: 1.6e-3}, {1024: 1e-4, 1 << 20: 4e-4}]}
     rows = _check_table(bench, measured, (1024, 1 << 20), 3)
     (_, _, _, small), (_, _, _, large) = rows
+    again = {**measured, "raw_again": [{1024: 1.1e-4, 1 << 20: 4e-4}, {1024: 3e-4, 1 << 20: 1.7e-3},
+                                       {1024: 1e-4, 1 << 20: 4.4e-4}]}
+    assert _check_table(bench, again, (1024, 1 << 20), 3) == rows      # the A/A line changes no row
+    aa = next(line for line in bench.format_table("t", again) if line.startswith("A/A"))
+    assert "1024 bytes 1.00x (quartiles 0.75-1.05, range 0.50-1.10, 3 pairs)" in aa, aa
     assert (small.median, small.low, small.high) == pytest.approx((2.0, 1.5, 3.0))
     assert (large.median, large.low, large.high) == pytest.approx((1.25, 1.25, 1.3))
     lines = bench.format_table("t", measured)
