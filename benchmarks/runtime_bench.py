@@ -147,11 +147,10 @@ def format_table(title: str, measured, targets: bool = True) -> list[str]:
                      ", ".join(f"{'Group' if k == 'ours' else 'raw'} {'ok' if v else 'NOT OK'}" for k, v in checked.items()))
     again = measured.get("raw_again")
     if again is not None:      # the A/A test: raw against a second timing of itself, pass by pass
+        spreads = [(n, Spread.of(paired_ratios([p[n] for p in again], [p[n] for p in measured["raw"]])))
+                   for n in measured["raw"][0]]
         lines.append("A/A, raw against itself timed again in the same pass (no target; how far a ratio "
-                     "strays here): " + ", ".join(
-                         f"{n} bytes {spread}" for n, spread in
-                         ((n, Spread.of(paired_ratios([p[n] for p in again], [p[n] for p in measured["raw"]])))
-                          for n in measured["raw"][0])))
+                     "strays here): " + ", ".join(f"{n} bytes {spread}" for n, spread in spreads))
     lines.append(f"median of {len(measured['ours'])} paired passes; {load_line()}; noise: "
                  + ("none found" if not noise else ""))
     return lines + noise
