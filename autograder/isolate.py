@@ -38,7 +38,7 @@ def die_with_parent(parent: int) -> None:
     """Linux: the kernel SIGKILLs this process when `parent`, the process that forked it, dies (and it
     exits now if that already happened). A zygote or test process then never outlives a grader that
     was killed, and with it go the rank hosts (which die with the zygote, sandbox.py)."""
-    from minitorch_dist.runtime.launching.worker import die_with_parent as kernel_kills_me_with_my_parent
+    from minitorch_dist.runtime.launching.isolation import die_with_parent as kernel_kills_me_with_my_parent
     kernel_kills_me_with_my_parent()                 # what each rank process does (PR_SET_PDEATHSIG)
     if os.getppid() != parent:
         os._exit(70)

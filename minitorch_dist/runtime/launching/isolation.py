@@ -179,6 +179,13 @@ def close_inherited(keep: tuple[int, ...] = ()) -> None:
     os.close(null)
 
 
+def die_with_parent() -> None:
+    """Linux: the kernel SIGKILLs this process when the thread that forked it ends (PR_SET_PDEATHSIG);
+    elsewhere nothing. For every process the kit forks (ranks, rank hosts, relays): none outlives its parent."""
+    if sys.platform.startswith("linux"):
+        _libc.prctl(PR_SET_PDEATHSIG, 9)
+
+
 def undumpable() -> None:
     """PR_SET_DUMPABLE 0: no process without CAP_SYS_PTRACE, the same uid's included, can trace this one
     or open its /proc/PID/mem, fd/ or environ (process_vm_readv, pidfd_getfd alike). Landlock or not."""

@@ -44,8 +44,8 @@ def start() -> bool:
     if pid == 0:
         code = 0
         try:
-            from .isolation import PR_SET_PDEATHSIG, _libc, close_inherited
-            _libc.prctl(PR_SET_PDEATHSIG, 9)              # SIGKILL when the rank ends
+            from .isolation import close_inherited, die_with_parent
+            die_with_parent()                             # SIGKILL when the rank ends
             end = theirs.detach()
             close_inherited(keep=(real, end, seal_r))
             _relay(real, end, seal_r, os.environ.get("PMI_RANK", "?"))

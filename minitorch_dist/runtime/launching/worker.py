@@ -112,12 +112,6 @@ class RankStream(io.TextIOBase):
             self._buf = ""
 
 
-def die_with_parent() -> None:
-    """Linux: the kernel kills this process when the process that forked it dies."""
-    if sys.platform.startswith("linux"):
-        isolation._libc.prctl(isolation.PR_SET_PDEATHSIG, 9)      # SIGKILL
-
-
 def serve(rank: int, world_size: int, address, authkey: bytes, spec: dict) -> None:
     """The worker's life: connect, build the world backend, run tasks until 'stop' or EOF.
 
@@ -226,7 +220,7 @@ def _or_end(confine) -> None:
 def forked_main(rank: int, world_size: int, address, authkey: bytes, spec: dict) -> None:
     """Entry point of a forked (or spawned) worker."""
     os.setpgrp()        # a Ctrl-C in the terminal reaches the caller, which stops us cleanly
-    die_with_parent()
+    isolation.die_with_parent()
     isolate()
     serve(rank, world_size, address, authkey, spec)
 

@@ -164,7 +164,8 @@ def rank_main(rank: int, world_size: int, fd: int, payload: bytes, sys_path, col
 
     from ..errors import user_traceback
     from ..launching.host_link import extend_path
-    from ..launching.worker import RankStream, die_with_parent, isolate_sim_process
+    from ..launching.isolation import die_with_parent
+    from ..launching.worker import RankStream, isolate_sim_process
     code = 0
     sys.stdout, sys.stderr = sys.__stdout__, sys.__stderr__   # not the engine's streams to the launcher
     try:
