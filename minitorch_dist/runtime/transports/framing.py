@@ -41,6 +41,7 @@ to come and takes the direct message (a "drain"). Dropped handles' works stay re
 
 from __future__ import annotations
 
+import functools
 import math
 import threading
 from collections import Counter, defaultdict, deque
@@ -52,13 +53,28 @@ from ..backend import Work
 from ..errors import MessageMismatchError
 from .framing_works import BufferedSend, RecvWork, SendWork, Spares, copy_inline, waiter
 from .sendwatch import SendWatch
-from .wire import (_BYE, _COPY, _MSG, CONTROL_BYTES, CONTROL_TAG, HEADER_BYTES,
+from .wire import (_BYE, _COPY, _MSG, CONTROL_BYTES, CONTROL_TAG, HEADER_BYTES, PART_SEQ_BITS,
                    INLINE_BYTES, as_bytes, check_match, decode_header, encode_control, encode_header,
                    header_tag, part_tag, payload_parts, with_kind)
 
 RawPost = Callable[[torch.Tensor, int, int], Work]  # (uint8 buffer, peer, wire tag) -> Work
 RawPostAny = Callable[[torch.Tensor, int], Work]  # (uint8 buffer, wire tag): from any peer
 KEEP_SENDS, _NOT_EARLY = 64, (None, False)  # small sends kept in flight (handles done) before the oldest is completed
+_SEQ_MASK = (1 << PART_SEQ_BITS) - 1
+
+
+@functools.lru_cache(maxsize=4096)
+def _wire_parts(tag: int, seq_bits: int, nbytes: int) -> tuple[tuple[int, int, int], ...]:
+    """((offset, length, wire tag), ...) of a payload of `nbytes` (> INLINE_BYTES); seq_bits: the
+    sequence number's low PART_SEQ_BITS, all that a part tag keeps. Cached: both sides ask for every
+    message, and working the tags out was the largest Python cost of a 1 MB message."""
+    return tuple((offset, length, part_tag(tag, seq_bits, code)) for offset, length, code in payload_parts(nbytes))
+
+
+def _whole(tensor: torch.Tensor, parts) -> bool:
+    """Does a payload of one part travel as `tensor` itself? Gloo moves bytes, whatever the dtype,
+    so a contiguous tensor needs no uint8 view (two torch calls a side); one requiring grad keeps it."""
+    return len(parts) == 1 and not tensor.requires_grad and tensor.is_contiguous()
 
 
 class Framer:
@@ -92,9 +108,9 @@ class Framer:
         for thread in self._threads:
             thread.start()
 
-    def _parts(self, tag: int, seq: int, nbytes: int) -> list[tuple[int, int, int]]:
-        """[(offset, length, wire tag)] of a payload of `nbytes` (> INLINE_BYTES)."""
-        return [(offset, length, part_tag(tag, seq, code)) for offset, length, code in payload_parts(nbytes)]
+    def _parts(self, tag: int, seq: int, nbytes: int) -> tuple[tuple[int, int, int], ...]:
+        """((offset, length, wire tag), ...) of a payload of `nbytes` (> INLINE_BYTES)."""
+        return _wire_parts(tag, seq & _SEQ_MASK, nbytes)
 
     def isend(self, tensor: torch.Tensor, dst: int, tag: int, op: str) -> Work:
         seq = self._sent[dst, tag]
@@ -103,13 +119,17 @@ class Framer:
             self._retire()
         control = encode_header(tensor, op, tag, seq, self._rank,      # these two raise on bad input
                                 out=self._spares.control(nbytes))
-        parts = self._parts(tag, seq, nbytes) if nbytes > INLINE_BYTES else []
+        parts = _wire_parts(tag, seq & _SEQ_MASK, nbytes) if nbytes > INLINE_BYTES else ()
         self._sent[dst, tag] = seq + 1
         if not parts:
             self._sends.append(BufferedSend(self._raw_isend(control, dst, header_tag(tag, seq)), control, dst, self._watch.wake))
             return self._sends[-1]
-        data = as_bytes(tensor)     # the parts first, the header last (the receiver posts them so too)
-        works = [self._raw_isend(data[offset:offset + length], dst, wire_tag) for offset, length, wire_tag in parts]
+        # the parts first, the header last (the receiver posts them so too)
+        if _whole(tensor, parts):
+            works = [self._raw_isend(tensor, dst, parts[0][2])]
+        else:
+            data = as_bytes(tensor)
+            works = [self._raw_isend(data[offset:offset + length], dst, wire_tag) for offset, length, wire_tag in parts]
         works.insert(0, self._raw_isend(control, dst, header_tag(tag, seq)))    # written last: waited first
         work = SendWork(works, (control, tensor), dst, self._finished)
         self._unfinished[id(work)] = work
@@ -142,17 +162,22 @@ class Framer:
     def irecv(self, tensor: torch.Tensor, src: int, tag: int, op: str) -> Work:
         nbytes = tensor.numel() * tensor.element_size()
         if nbytes > INLINE_BYTES:
-            self._parts(tag, 0, nbytes)         # raises for a payload too large for the wire format
+            payload_parts(nbytes)               # raises for a payload too large for the wire format
         with self._lock:        # a drain (_settle, _listen) sees every receive posted before it, or none
             seq = self._recvd[src, tag]
             self._recvd[src, tag] = seq + 1
             work = RecvWork(tensor, src, tag, seq, op)
             control, drained = self._early.pop((src, tag, seq), _NOT_EARLY) if self._early else _NOT_EARLY
             if nbytes > INLINE_BYTES:
-                data = as_bytes(tensor)
-                for offset, length, wire_tag in self._parts(tag, seq, nbytes):
-                    work.parts.append(self._raw_irecv(data[offset:offset + length], src, wire_tag))
-                    work.wire_tags.append(wire_tag)
+                parts = _wire_parts(tag, seq & _SEQ_MASK, nbytes)
+                if _whole(tensor, parts):
+                    work.parts.append(self._raw_irecv(tensor, src, parts[0][2]))
+                    work.wire_tags.append(parts[0][2])
+                else:
+                    data = as_bytes(tensor)
+                    for offset, length, wire_tag in parts:
+                        work.parts.append(self._raw_irecv(data[offset:offset + length], src, wire_tag))
+                        work.wire_tags.append(wire_tag)
             wire_tag = header_tag(tag, seq)     # the direct header after the parts, as they are sent
             work.wire_tags.append(wire_tag)
             if not drained:                     # (else the listener took the direct message)

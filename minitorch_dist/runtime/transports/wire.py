@@ -18,6 +18,7 @@ match what was sent reads the same everywhere: both ranks, both shapes, both ops
 from __future__ import annotations
 
 import ctypes
+import functools
 import struct
 
 import torch
@@ -140,9 +141,11 @@ def check_match(buffer: torch.Tensor, sent_dtype: torch.dtype, sent_shape: tuple
         f"dtype={sent_dtype}) on {receiver}, or change what {sender} sends.")
 
 
-def payload_parts(nbytes: int) -> list[tuple[int, int, int]]:
-    """[(offset, length, code)]: `nbytes` cut into parts of length m * 2**e (m < 2**8, e < 32),
-    largest first; code = e << 8 | m names the length exactly.
+@functools.lru_cache(maxsize=1024)
+def payload_parts(nbytes: int) -> tuple[tuple[int, int, int], ...]:
+    """((offset, length, code), ...): `nbytes` cut into parts of length m * 2**e (m < 2**8, e < 32),
+    largest first; code = e << 8 | m names the length exactly. Cached: a message's framing asks
+    for its parts on both sides, and a program sends the same sizes again and again.
 
     Gloo aborts the process when a message is larger than its posted receive. A part's wire
     tag carries its code, so a part only ever meets a receive of its own length. A 4 MiB
@@ -158,7 +161,7 @@ def payload_parts(nbytes: int) -> list[tuple[int, int, int]]:
         length = mantissa << exponent
         parts.append((offset, length, (exponent << PART_MANT_BITS) | mantissa))
         offset, left = offset + length, left - length
-    return parts
+    return tuple(parts)
 
 
 def part_tag(tag: int, seq: int, code: int) -> int:
