@@ -41,7 +41,6 @@ to come and takes the direct message (a "drain"). Dropped handles' works stay re
 
 from __future__ import annotations
 
-import functools
 import math
 import threading
 from collections import Counter, defaultdict, deque
@@ -53,28 +52,13 @@ from ..backend import Work
 from ..errors import MessageMismatchError
 from .framing_works import BufferedSend, RecvWork, SendWork, Spares, copy_inline, waiter
 from .sendwatch import SendWatch
-from .wire import (_BYE, _COPY, _MSG, CONTROL_BYTES, CONTROL_TAG, HEADER_BYTES, PART_SEQ_BITS,
+from .wire import (_BYE, _COPY, _MSG, _PART_SEQ_MASK, CONTROL_BYTES, CONTROL_TAG, HEADER_BYTES,
                    INLINE_BYTES, as_bytes, check_match, decode_header, encode_control, encode_header,
-                   header_tag, part_tag, payload_parts, with_kind)
+                   header_tag, payload_parts, whole_payload, wire_parts, with_kind)
 
-RawPost = Callable[[torch.Tensor, int, int], Work]  # (uint8 buffer, peer, wire tag) -> Work
+RawPost = Callable[[torch.Tensor, int, int], Work]  # (bytes or a whole payload, peer, wire tag) -> Work
 RawPostAny = Callable[[torch.Tensor, int], Work]  # (uint8 buffer, wire tag): from any peer
 KEEP_SENDS, _NOT_EARLY = 64, (None, False)  # small sends kept in flight (handles done) before the oldest is completed
-_SEQ_MASK = (1 << PART_SEQ_BITS) - 1
-
-
-@functools.lru_cache(maxsize=4096)
-def _wire_parts(tag: int, seq_bits: int, nbytes: int) -> tuple[tuple[int, int, int], ...]:
-    """((offset, length, wire tag), ...) of a payload of `nbytes` (> INLINE_BYTES); seq_bits: the
-    sequence number's low PART_SEQ_BITS, all that a part tag keeps. Cached: both sides ask for every
-    message, and working the tags out was the largest Python cost of a 1 MB message."""
-    return tuple((offset, length, part_tag(tag, seq_bits, code)) for offset, length, code in payload_parts(nbytes))
-
-
-def _whole(tensor: torch.Tensor, parts) -> bool:
-    """Does a payload of one part travel as `tensor` itself? Gloo moves bytes, whatever the dtype,
-    so a contiguous tensor needs no uint8 view (two torch calls a side); one requiring grad keeps it."""
-    return len(parts) == 1 and not tensor.requires_grad and tensor.is_contiguous()
 
 
 class Framer:
@@ -110,7 +94,7 @@ class Framer:
 
     def _parts(self, tag: int, seq: int, nbytes: int) -> tuple[tuple[int, int, int], ...]:
         """((offset, length, wire tag), ...) of a payload of `nbytes` (> INLINE_BYTES)."""
-        return _wire_parts(tag, seq & _SEQ_MASK, nbytes)
+        return wire_parts(tag, seq & _PART_SEQ_MASK, nbytes)
 
     def isend(self, tensor: torch.Tensor, dst: int, tag: int, op: str) -> Work:
         seq = self._sent[dst, tag]
@@ -119,13 +103,13 @@ class Framer:
             self._retire()
         control = encode_header(tensor, op, tag, seq, self._rank,      # these two raise on bad input
                                 out=self._spares.control(nbytes))
-        parts = _wire_parts(tag, seq & _SEQ_MASK, nbytes) if nbytes > INLINE_BYTES else ()
+        parts = self._parts(tag, seq, nbytes) if nbytes > INLINE_BYTES else ()
         self._sent[dst, tag] = seq + 1
         if not parts:
             self._sends.append(BufferedSend(self._raw_isend(control, dst, header_tag(tag, seq)), control, dst, self._watch.wake))
             return self._sends[-1]
         # the parts first, the header last (the receiver posts them so too)
-        if _whole(tensor, parts):
+        if whole_payload(tensor, parts):
             works = [self._raw_isend(tensor, dst, parts[0][2])]
         else:
             data = as_bytes(tensor)
@@ -169,8 +153,8 @@ class Framer:
             work = RecvWork(tensor, src, tag, seq, op)
             control, drained = self._early.pop((src, tag, seq), _NOT_EARLY) if self._early else _NOT_EARLY
             if nbytes > INLINE_BYTES:
-                parts = _wire_parts(tag, seq & _SEQ_MASK, nbytes)
-                if _whole(tensor, parts):
+                parts = self._parts(tag, seq, nbytes)
+                if whole_payload(tensor, parts):
                     work.parts.append(self._raw_irecv(tensor, src, parts[0][2]))
                     work.wire_tags.append(parts[0][2])
                 else:

@@ -169,6 +169,20 @@ def part_tag(tag: int, seq: int, code: int) -> int:
     return (code << (TAG_BITS + PART_SEQ_BITS)) | ((seq % (1 << PART_SEQ_BITS)) << TAG_BITS) | tag
 
 
+@functools.lru_cache(maxsize=4096)
+def wire_parts(tag: int, seq_bits: int, nbytes: int) -> tuple[tuple[int, int, int], ...]:
+    """((offset, length, wire tag), ...) of a gloo payload of `nbytes` (> INLINE_BYTES); seq_bits: the
+    sequence number's low PART_SEQ_BITS, all that a part tag keeps. Cached: both sides ask for every
+    message, and working the tags out was the largest Python cost of a 1 MB message."""
+    return tuple((offset, length, part_tag(tag, seq_bits, code)) for offset, length, code in payload_parts(nbytes))
+
+
+def whole_payload(tensor: torch.Tensor, parts) -> bool:
+    """Does a payload of one part travel as `tensor` itself? Gloo moves bytes, whatever the dtype,
+    so a contiguous tensor needs no uint8 view (two torch calls a side); one requiring grad keeps it."""
+    return len(parts) == 1 and not tensor.requires_grad and tensor.is_contiguous()
+
+
 def with_kind(control: torch.Tensor, kind: int) -> torch.Tensor:
     """A copy of a control message with another kind (a direct header turned into a _COPY)."""
     copy = control.clone()
