@@ -15,6 +15,7 @@ which is fine: a deadline expiry ends the run with a deadlock report.
 from __future__ import annotations
 
 import datetime
+import math
 
 import torch
 import torch.distributed as dist
@@ -35,17 +36,21 @@ for _name in ("float8_e4m3fn", "float8_e5m2"):
 _NO_TIMEOUT = datetime.timedelta(days=7)
 
 
-_SPANS: dict[float, datetime.timedelta] = {}
+_SPANS: dict[int, datetime.timedelta] = {}
+_SPAN_STEPS = 64        # a wait's limit is rounded up to 1/64 s, so that the limits left after a
+# first wait (the deadline less a few microseconds) share one timedelta instead of making a new one
 
 
 def _span(seconds: float) -> datetime.timedelta:
-    """datetime.timedelta(seconds) (at least 1 ms), cached: most waits take the run's deadline
-    as it is, and making one per wait was a measurable part of a small message's cost."""
-    span = _SPANS.get(seconds)
+    """datetime.timedelta(seconds), rounded up to 1/64 s (at least 1 ms), cached: most waits take
+    the run's deadline or what is left of it, and making one per wait was a measurable part of a
+    message's cost (a 1 MB message waits three times)."""
+    steps = math.ceil(seconds * _SPAN_STEPS)
+    span = _SPANS.get(steps)
     if span is None:
         if len(_SPANS) > 64:
             _SPANS.clear()
-        span = _SPANS[seconds] = datetime.timedelta(seconds=max(seconds, 0.001))
+        span = _SPANS[steps] = datetime.timedelta(seconds=max(steps / _SPAN_STEPS, 0.001))
     return span
 
 
