@@ -20,7 +20,8 @@ own, mpi_p2p.py, and no Framer.)
 
 Exact-length parts: gloo aborts the process when a message is larger than its posted
 receive, so payloads travel in parts whose wire tags carry their exact lengths
-(wire.payload_parts): a part meets a receive of its own length or none. After a
+(wire.payload_parts): a part meets a receive of its own length or none (a one-part payload,
+such as any power of two, travels as the tensor itself: wire.whole_payload). After a
 mismatch the receiver posts receives for the sender's parts that found none ("drains"),
 so the send completes; wire tags left out of step make the later receives that use
 them fail clearly, instead of taking another message's bytes.
