@@ -223,13 +223,14 @@ def test_an_all_reduce_that_rebuilds_every_input_scores_nothing(tmp_path):
 def test_the_attack_rebuilds_the_inputs_where_it_can_read_the_secret(tmp_path):
     """The control: with the sandbox off (the rank host runs as the grader's user, root here) the
     attack reads the grading's secret file, rebuilds every input and takes full marks: what keeps
-    the score sound above is that the secret stays out of the sandbox's reach. On p = 2, 5 and 8 (every
-    world size took 19-55 s of the suite to show the same)."""
+    the score sound above is that the secret stays out of the sandbox's reach. On p = 2 and 5 (every
+    world size took 19-55 s of the suite to show the same; p = 8 alone, its search of eight ranks'
+    memory on 2 cores, ran past its 60 s case limit once on a slower machine)."""
     sub = make_submission(tmp_path / "rebuild", {"all_reduce.py": insert_after_marker("1.4", REBUILD)})
     with GradingSession("hw1", quiet=True, sandbox=False) as session:     # its own: the attack runs as the grader
         tests = session.select(r"HW1 1\.4 .*: test_naive_all_reduce$")
         assert len(tests) == 1 and [c.rsplit("[", 1)[1] for c in tests[0].cases] == [f"{p}]" for p in WORLD_SIZES]
-        tests[0].cases = [c for c in tests[0].cases if c.endswith(("[2]", "[5]", "[8]"))]    # p = 1 needs nothing
+        tests[0].cases = [c for c in tests[0].cases if c.endswith(("[2]", "[5]"))]    # p = 1 needs nothing
         results = session.grade(sub, tests=tests, show=False)
     naive = [t for t in results["tests"] if t["name"].endswith(": test_naive_all_reduce")][0]
     shown = "\n".join(line for line in naive["output"].splitlines() if "ATTACK-" not in line)
