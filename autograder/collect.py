@@ -21,7 +21,7 @@ DEFAULT_LIMIT = 60.0
 COLLECT_LIMIT = 180.0
 
 
-JOB_ENV = {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
+JOB_ENV = {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "PYTEST_ADDOPTS": ""}   # the caller's pytest options stay its own
 
 
 def pytest_args(root: str, targets: list[str]) -> list[str]:

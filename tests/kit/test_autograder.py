@@ -184,6 +184,16 @@ def test_the_subprocess_runner_grades_too(tmp_path, marked_env):
     assert results["score"] == 1 and results["extra_data"]["runner"] == "subprocess"
 
 
+@pytest.mark.parametrize("zygote", [True, False], ids=["zygote", "subprocess"])
+def test_the_callers_pytest_options_stay_out_of_the_graded_runs(monkeypatch, zygote):
+    """PYTEST_ADDOPTS of the shell that starts a grading (an instructor's -rf, a CI's --durations)
+    never reaches the graded runs (collect.JOB_ENV): with -rf there the runs' output changed and every
+    test of the mutation suite failed; with --collect-only they would run nothing and score 0."""
+    monkeypatch.setenv("PYTEST_ADDOPTS", "--collect-only -rf")
+    results = run("solutions", zygote=zygote, only="1.4", fresh=True)
+    assert results["score"] == 1, results["tests"][0]["output"][-2000:]
+
+
 HOMEWORKS = ["hw1", "hw2", "hw3", "hw4", "hw5", "hw6"]
 
 
